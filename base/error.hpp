@@ -1,0 +1,77 @@
+// base/error.hpp: the one error type every ftcc layer throws, and the checks that build it.
+//
+// ftcc::Error is a std::runtime_error whose message says what failed, where (file:line) and,
+// where the check knows it, what to do. FTCC_CHECK(cond) << "context" throws when cond is false:
+//
+//   FTCC_CHECK(a.cols() == b.rows()) << "matmul: inner dims differ: " << a.cols() << " vs " << b.rows();
+//   FTCC_CHECK_EQ(x, y) << "...";   // also prints both values
+//
+// Layers derive their own typed errors from Error (comm::CommError, nn::FormatError ...).
+// Header-only and dependency-free so that comm/ (MPI only) and tensor/ can both use it.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace ftcc {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// Shape, dtype or argument mistakes made by the caller.
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace detail {
+
+// Collects the message of a failed check and throws E from its destructor's caller:
+// `CheckMessage<E>(...) << a << b` evaluates the stream then throws in ~Thrower.
+template <class E>
+class CheckFailure {
+ public:
+  CheckFailure(const char* file, int line, const char* expr) {
+    os_ << file << ':' << line << ": check failed: " << expr << ": ";
+  }
+  template <class T>
+  CheckFailure& operator<<(const T& v) {
+    os_ << v;
+    return *this;
+  }
+  [[noreturn]] void raise() const { throw E(os_.str()); }
+
+ private:
+  std::ostringstream os_;
+};
+
+template <class E>
+struct Raiser {
+  // `Raiser{} & failure` lets the macro below end with the caller's `<< ...` chain.
+  [[noreturn]] void operator&(const CheckFailure<E>& f) const { f.raise(); }
+};
+
+template <class A, class B>
+std::string both_values(const A& a, const B& b) {
+  std::ostringstream os;
+  os << "(" << a << " vs " << b << ") ";
+  return os.str();
+}
+
+}  // namespace detail
+}  // namespace ftcc
+
+// FTCC_CHECK_T(ErrorType, cond) << "message": throw ErrorType with file:line when cond is false.
+#define FTCC_CHECK_T(E, cond) \
+  if (cond) {                 \
+  } else                      \
+    ::ftcc::detail::Raiser<E>{} & ::ftcc::detail::CheckFailure<E>(__FILE__, __LINE__, #cond)
+
+#define FTCC_CHECK(cond) FTCC_CHECK_T(::ftcc::InvalidArgument, cond)
+
+#define FTCC_CHECK_EQ(a, b) \
+  FTCC_CHECK((a) == (b)) << ::ftcc::detail::both_values((a), (b))
