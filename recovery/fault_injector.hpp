@@ -1,0 +1,49 @@
+// recovery/fault_injector.hpp: makes this process misbehave on purpose (kill, hang, delay, exit)
+// at the step and phase a FaultSpec names. Off by default and free when off: with no spec for
+// this rank every call is one branch on an empty vector.
+//
+// Before acting, the injector writes the wall-clock time of the fault (CLOCK_REALTIME, ns) to
+// EVENT_DIR/fault-<rank>.ns so survivors can compute detect_ms (same-host clocks; on several
+// hosts the figure is only as good as their clock sync). Each spec fires once.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "recovery/fault_spec.hpp"
+
+namespace ftcc::recovery {
+
+class FaultInjector {
+ public:
+  FaultInjector() = default;
+  // Keeps the specs whose rank is `original_rank` (the job's original numbering).
+  FaultInjector(const std::vector<FaultSpec>& specs, int original_rank, std::string event_dir = {});
+
+  bool enabled() const { return !mine_.empty(); }
+
+  // Start of step `step`: fires phase=step specs for it; remembers the step for in_phase().
+  void at_step(std::int64_t step);
+  // Inside a collective or the recovery protocol, before protocol step `protocol_step`
+  // (0-based). Fires the current step's spec for this phase once protocol_step >= 1, i.e.
+  // after part of the operation's messages went out (or at the first call of a one-step op).
+  void in_phase(FaultPhase phase, int protocol_step);
+  // Maps a comm hook's op name ("ring_allreduce", "tree_broadcast", ...) to a phase.
+  static std::optional<FaultPhase> phase_of_op(const char* op);
+
+  // Time of a fault written by `rank`'s injector into event_dir, in ns since the epoch.
+  static std::optional<std::int64_t> read_fault_time_ns(const std::string& event_dir, int rank);
+
+ private:
+  void fire(FaultSpec& spec);
+
+  std::vector<FaultSpec> mine_;
+  std::vector<bool> fired_;
+  int rank_ = -1;
+  std::string event_dir_;
+  std::int64_t step_ = -1;
+};
+
+}  // namespace ftcc::recovery

@@ -1,0 +1,109 @@
+#include "recovery/fault_spec.hpp"
+
+#include <charconv>
+#include <set>
+
+#include "base/error.hpp"
+
+namespace ftcc::recovery {
+namespace {
+
+[[noreturn]] void reject(const std::string& spec, const std::string& why) {
+  throw ftcc::InvalidArgument("bad fault spec '" + spec + "': " + why + "\n" + fault_spec_grammar());
+}
+
+std::int64_t parse_int(const std::string& spec, const std::string& key, const std::string& v) {
+  std::int64_t out = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || p != v.data() + v.size() || v.empty())
+    reject(spec, key + "='" + v + "' is not an integer");
+  if (out < 0) reject(spec, key + " must be >= 0, got " + v);
+  return out;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t pos = s.find(sep, start);
+    out.push_back(s.substr(start, pos - start));
+    if (pos == std::string::npos) return out;
+    start = pos + 1;
+  }
+}
+
+}  // namespace
+
+const char* fault_spec_grammar() {
+  return "fault spec grammar: KIND:rank=R:step=S[:phase=P][:ms=M]\n"
+         "  KIND  kill (SIGKILL) | hang (SIGSTOP) | delay (sleep ms=M) | exit (_Exit without MPI_Finalize)\n"
+         "  P     step (default) | allreduce | broadcast | allgather | recovery\n"
+         "  e.g.  kill:rank=2:step=40  kill:rank=1:step=10:phase=allreduce  delay:rank=0:step=7:ms=500";
+}
+
+const char* to_string(FaultKind k) {
+  switch (k) {
+    case FaultKind::kill: return "kill";
+    case FaultKind::hang: return "hang";
+    case FaultKind::delay: return "delay";
+    case FaultKind::exit: return "exit";
+  }
+  return "?";
+}
+
+const char* to_string(FaultPhase p) {
+  switch (p) {
+    case FaultPhase::step: return "step";
+    case FaultPhase::allreduce: return "allreduce";
+    case FaultPhase::broadcast: return "broadcast";
+    case FaultPhase::allgather: return "allgather";
+    case FaultPhase::recovery: return "recovery";
+  }
+  return "?";
+}
+
+FaultSpec parse_fault_spec(const std::string& spec) {
+  const auto parts = split(spec, ':');
+  FaultSpec f;
+  f.text = spec;
+  const std::string& kind = parts[0];
+  if (kind == "kill") f.kind = FaultKind::kill;
+  else if (kind == "hang") f.kind = FaultKind::hang;
+  else if (kind == "delay") f.kind = FaultKind::delay;
+  else if (kind == "exit") f.kind = FaultKind::exit;
+  else reject(spec, "unknown kind '" + kind + "'");
+  std::set<std::string> seen;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const auto eq = parts[i].find('=');
+    if (eq == std::string::npos) reject(spec, "field '" + parts[i] + "' is not key=value");
+    const std::string key = parts[i].substr(0, eq), val = parts[i].substr(eq + 1);
+    if (!seen.insert(key).second) reject(spec, "field '" + key + "' given twice");
+    if (key == "rank") f.rank = static_cast<int>(parse_int(spec, key, val));
+    else if (key == "step") f.step = parse_int(spec, key, val);
+    else if (key == "ms") f.delay_ms = static_cast<int>(parse_int(spec, key, val));
+    else if (key == "phase") {
+      if (val == "step") f.phase = FaultPhase::step;
+      else if (val == "allreduce") f.phase = FaultPhase::allreduce;
+      else if (val == "broadcast") f.phase = FaultPhase::broadcast;
+      else if (val == "allgather") f.phase = FaultPhase::allgather;
+      else if (val == "recovery") f.phase = FaultPhase::recovery;
+      else reject(spec, "unknown phase '" + val + "'");
+    } else {
+      reject(spec, "unknown field '" + key + "'");
+    }
+  }
+  if (!seen.count("rank")) reject(spec, "rank=R is required");
+  if (!seen.count("step")) reject(spec, "step=S is required");
+  if (f.kind == FaultKind::delay && !seen.count("ms")) reject(spec, "delay needs ms=M");
+  if (f.kind != FaultKind::delay && seen.count("ms")) reject(spec, "ms=M only applies to delay");
+  return f;
+}
+
+std::vector<FaultSpec> parse_fault_specs(const std::vector<std::string>& specs) {
+  std::vector<FaultSpec> out;
+  out.reserve(specs.size());
+  for (const auto& s : specs) out.push_back(parse_fault_spec(s));
+  return out;
+}
+
+}  // namespace ftcc::recovery

@@ -1,0 +1,46 @@
+// recovery/fault_spec.hpp: the fault-injection grammar, shared by the API, the CLI and tests.
+//
+//   SPEC   := KIND ':' FIELD (':' FIELD)*
+//   KIND   := kill | hang | delay | exit
+//   FIELD  := rank=R        rank (in the job's original numbering) that misbehaves   (required)
+//           | step=S        training step / loop iteration at which it happens       (required)
+//           | phase=P       where in the step: step (default: at its start), allreduce,
+//                           broadcast, allgather, recovery (inside the named collective after
+//                           part of its messages, or inside the recovery protocol)
+//           | ms=M          delay length in milliseconds                              (delay only, required)
+//
+//   kill   SIGKILL itself            hang   SIGSTOP itself (alive but silent: a hang to fence)
+//   delay  sleep M ms, then go on    exit   _Exit(17) without MPI_Finalize
+//
+// Examples: kill:rank=2:step=40   kill:rank=1:step=10:phase=allreduce   hang:rank=3:step=5
+//           delay:rank=0:step=7:ms=500   exit:rank=2:step=3
+// parse_fault_spec() throws ftcc::InvalidArgument quoting the bad spec and this grammar.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ftcc::recovery {
+
+enum class FaultKind { kill, hang, delay, exit };
+enum class FaultPhase { step, allreduce, broadcast, allgather, recovery };
+
+struct FaultSpec {
+  FaultKind kind = FaultKind::kill;
+  int rank = -1;
+  std::int64_t step = -1;
+  FaultPhase phase = FaultPhase::step;
+  int delay_ms = 0;
+  std::string text;  // the spec as written, for messages
+};
+
+FaultSpec parse_fault_spec(const std::string& spec);
+std::vector<FaultSpec> parse_fault_specs(const std::vector<std::string>& specs);
+
+const char* to_string(FaultKind k);
+const char* to_string(FaultPhase p);
+// The grammar above, one line per rule, for error messages and --help.
+const char* fault_spec_grammar();
+
+}  // namespace ftcc::recovery

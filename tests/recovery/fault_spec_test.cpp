@@ -1,0 +1,87 @@
+// The fault-injection grammar: every accepted form, and every rejection quoting the grammar.
+#include <gtest/gtest.h>
+
+#include "base/error.hpp"
+#include "recovery/fault_injector.hpp"
+#include "recovery/fault_spec.hpp"
+
+namespace fr = ftcc::recovery;
+
+namespace {
+
+TEST(FaultSpec, ParsesEveryKindAndPhase) {
+  auto k = fr::parse_fault_spec("kill:rank=2:step=40");
+  EXPECT_EQ(k.kind, fr::FaultKind::kill);
+  EXPECT_EQ(k.rank, 2);
+  EXPECT_EQ(k.step, 40);
+  EXPECT_EQ(k.phase, fr::FaultPhase::step);
+
+  auto a = fr::parse_fault_spec("kill:rank=1:step=10:phase=allreduce");
+  EXPECT_EQ(a.phase, fr::FaultPhase::allreduce);
+  EXPECT_EQ(fr::parse_fault_spec("hang:step=5:rank=3").kind, fr::FaultKind::hang);  // any field order
+  auto d = fr::parse_fault_spec("delay:rank=0:step=7:ms=500");
+  EXPECT_EQ(d.kind, fr::FaultKind::delay);
+  EXPECT_EQ(d.delay_ms, 500);
+  EXPECT_EQ(fr::parse_fault_spec("exit:rank=2:step=3").kind, fr::FaultKind::exit);
+  EXPECT_EQ(fr::parse_fault_spec("kill:rank=0:step=1:phase=recovery").phase, fr::FaultPhase::recovery);
+  EXPECT_EQ(fr::parse_fault_spec("kill:rank=0:step=1:phase=broadcast").phase, fr::FaultPhase::broadcast);
+}
+
+void expect_rejected(const std::string& spec, const std::string& reason) {
+  try {
+    fr::parse_fault_spec(spec);
+    ADD_FAILURE() << "accepted bad spec " << spec;
+  } catch (const ftcc::InvalidArgument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(reason), std::string::npos) << "spec " << spec << " gave: " << m;
+    EXPECT_NE(m.find("KIND:rank=R:step=S"), std::string::npos) << "message must show the grammar: " << m;
+  }
+}
+
+TEST(FaultSpec, RejectsBadSpecsWithTheGrammar) {
+  expect_rejected("", "unknown kind ''");
+  expect_rejected("explode:rank=1:step=2", "unknown kind 'explode'");
+  expect_rejected("kill:rank=1", "step=S is required");
+  expect_rejected("kill:step=1", "rank=R is required");
+  expect_rejected("kill:rank=x:step=1", "rank='x' is not an integer");
+  expect_rejected("kill:rank=-1:step=1", "rank must be >= 0");
+  expect_rejected("kill:rank=1:step=1:phase=lunch", "unknown phase 'lunch'");
+  expect_rejected("kill:rank=1:step=1:color=red", "unknown field 'color'");
+  expect_rejected("kill:rank=1:step=1:rank=2", "given twice");
+  expect_rejected("delay:rank=1:step=1", "delay needs ms=M");
+  expect_rejected("kill:rank=1:step=1:ms=5", "only applies to delay");
+  expect_rejected("kill:rank1:step=1", "is not key=value");
+}
+
+TEST(FaultInjector, OffByDefaultAndOnlyForItsRank) {
+  fr::FaultInjector off;
+  EXPECT_FALSE(off.enabled());
+  off.at_step(0);  // no-op
+  auto specs = fr::parse_fault_specs({"kill:rank=3:step=1", "delay:rank=1:step=2:ms=1"});
+  fr::FaultInjector mine(specs, 1);
+  EXPECT_TRUE(mine.enabled());
+  fr::FaultInjector other(specs, 0);
+  EXPECT_FALSE(other.enabled());
+}
+
+TEST(FaultInjector, DelayFiresOnceAtItsStep) {
+  auto specs = fr::parse_fault_specs({"delay:rank=0:step=2:ms=120"});
+  fr::FaultInjector inj(specs, 0);
+  auto time_step = [&](int s) {
+    auto t0 = std::chrono::steady_clock::now();
+    inj.at_step(s);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  EXPECT_LT(time_step(1), 100);
+  EXPECT_GE(time_step(2), 120);
+  EXPECT_LT(time_step(2), 100);  // each spec fires once
+}
+
+TEST(FaultInjector, PhaseOfOpNames) {
+  EXPECT_EQ(fr::FaultInjector::phase_of_op("ring_allreduce"), fr::FaultPhase::allreduce);
+  EXPECT_EQ(fr::FaultInjector::phase_of_op("tree_broadcast"), fr::FaultPhase::broadcast);
+  EXPECT_EQ(fr::FaultInjector::phase_of_op("ring_allgather"), fr::FaultPhase::allgather);
+  EXPECT_FALSE(fr::FaultInjector::phase_of_op("barrier").has_value());
+}
+
+}  // namespace
