@@ -1,0 +1,56 @@
+// tensor/cuda/kernels.hpp: host entry points of ftcc's own CUDA kernels (device pointers in,
+// launches on the default stream, asynchronous). Mirrors tensor/kernels_cpu.hpp so that every
+// kernel has its CPU reference next to it; the test tests/engine/cuda_kernels_test.cpp compares
+// the two. Every launch is checked with file:line (tensor/cuda/check.cuh) and throws ftcc::Error.
+//
+// Only compiled when the build has CUDA (FTCC_HAVE_CUDA).
+#pragma once
+
+#include <cstdint>
+
+namespace ftcc::tensor::cuda {
+
+using i64 = std::int64_t;
+
+// Tiled shared-memory GEMM: C[m,n] (= or +=) op(A) op(B) (+ bias[n] per row). gemm.cu.
+template <class T>
+void gemm(bool ta, bool tb, i64 m, i64 n, i64 k, const T* a, const T* b, T* c, const T* bias, bool accumulate);
+// cuBLAS SGEMM/DGEMM with the same contract: the reference for tests and benchmarks. gemm.cu.
+template <class T>
+void gemm_cublas(bool ta, bool tb, i64 m, i64 n, i64 k, const T* a, const T* b, T* c, bool accumulate);
+
+// Elementwise and reductions. elementwise.cu / reduce.cu.
+template <class T>
+void binary(int op, i64 n, const T* a, const T* b, T* out);
+template <class T>
+void add_rowvec(i64 rows, i64 cols, const T* a, const T* v, T* out);
+template <class T>
+void colsum(i64 rows, i64 cols, const T* x, T* out, bool accumulate);
+template <class T>
+void axpy(i64 n, T alpha, const T* x, T* y);
+template <class T>
+void scale_copy(i64 n, T alpha, const T* x, T* out);
+template <class T>
+void fill(i64 n, T value, T* out);
+template <class T>
+void fill_from_scalar(i64 n, const T* s, T scale, T* out);
+template <class T>
+void unary_forward(int op, i64 n, const T* x, T* y);
+template <class T>
+void unary_backward(int op, i64 n, const T* y, const T* gy, T* gx);
+template <class T>
+void sum_all(i64 n, const T* x, T* out);
+
+// MSE loss: out[0] = mean((p-t)^2) by a two-level tree reduction; backward gp = 2(p-t)/n g[0].
+template <class T>
+void mse_forward(i64 n, const T* p, const T* t, T* out);
+template <class T>
+void mse_backward(i64 n, const T* p, const T* t, const T* g, T* gp);
+
+// Fused optimizer updates (one pass over parameter, gradient and state). optim.cu.
+void sgd_step(i64 n, float* param, const float* grad, float* momentum_buf, float lr, float momentum,
+              float dampening, float weight_decay, bool nesterov, bool first_step);
+void adam_step(i64 n, float* param, const float* grad, float* m, float* v, float lr, float beta1, float beta2,
+               float eps, float weight_decay, bool decoupled, float bias_correction1, float bias_correction2);
+
+}  // namespace ftcc::tensor::cuda

@@ -1,0 +1,20 @@
+// tensor/cuda/runtime.hpp: the few CUDA runtime services the host code needs (allocation, copies,
+// synchronisation, device count), callable from plain C++ translation units.
+//
+// Implemented in runtime.cu when the build has CUDA and in runtime_stub.cpp otherwise; the stub
+// throws ftcc::Error for every call except device_count() (0), so CPU-only builds link and GPU
+// tests can skip.
+#pragma once
+
+#include <cstddef>
+
+namespace ftcc::tensor::cuda {
+
+void* device_alloc(std::size_t bytes);
+void device_free(void* p) noexcept;
+void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, std::size_t bytes);
+void synchronize();
+// Number of usable devices; 0 when the driver or the device is missing (never throws).
+int device_count() noexcept;
+
+}  // namespace ftcc::tensor::cuda

@@ -1,0 +1,184 @@
+#include "tensor/kernels.hpp"
+
+#include "base/error.hpp"
+#include "ftcc_config.hpp"
+#include "tensor/kernels_cpu.hpp"
+#if FTCC_HAVE_CUDA
+#include "tensor/cuda/kernels.hpp"
+#endif
+
+namespace ftcc::tensor::kern {
+
+namespace {
+
+void same_place(const Tensor& a, const Tensor& b, const char* op) {
+  FTCC_CHECK(a.dtype() == b.dtype()) << op << ": dtypes differ: " << dtype_name(a.dtype()) << " vs "
+                                     << dtype_name(b.dtype());
+  FTCC_CHECK(a.device() == b.device()) << op << ": devices differ: " << device_name(a.device()) << " vs "
+                                       << device_name(b.device());
+}
+
+// Calls f.template operator()<T>(on_cuda) with T the element type of t.
+template <class F>
+void dispatch(const Tensor& t, F&& f) {
+  bool on_cuda = t.device() == Device::CUDA;
+#if !FTCC_HAVE_CUDA
+  FTCC_CHECK(!on_cuda) << "this build has no CUDA";
+#endif
+  if (t.dtype() == DType::F32) f.template operator()<float>(on_cuda);
+  else f.template operator()<double>(on_cuda);
+}
+
+#if FTCC_HAVE_CUDA
+#define FTCC_ON(cuda_call, cpu_call) \
+  do {                               \
+    if (on_cuda) {                   \
+      cuda_call;                     \
+    } else {                         \
+      cpu_call;                      \
+    }                                \
+  } while (0)
+#else
+#define FTCC_ON(cuda_call, cpu_call) \
+  do {                               \
+    (void)on_cuda;                   \
+    cpu_call;                        \
+  } while (0)
+#endif
+
+}  // namespace
+
+void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c, const Tensor* bias, bool accumulate) {
+  same_place(a, b, "gemm");
+  same_place(a, c, "gemm");
+  FTCC_CHECK(a.dim() == 2 && b.dim() == 2 && c.dim() == 2) << "gemm: 2-D operands expected";
+  std::int64_t m = ta ? a.size(1) : a.size(0), k = ta ? a.size(0) : a.size(1);
+  std::int64_t kb = tb ? b.size(1) : b.size(0), n = tb ? b.size(0) : b.size(1);
+  FTCC_CHECK(k == kb) << "gemm: inner dimensions differ: " << k << " vs " << kb;
+  FTCC_CHECK(c.size(0) == m && c.size(1) == n) << "gemm: output is " << shape_str(c.shape()) << ", expected [" << m
+                                                << ", " << n << "]";
+  if (bias != nullptr) {
+    same_place(a, *bias, "gemm bias");
+    FTCC_CHECK(bias->numel() == n) << "gemm: bias has " << bias->numel() << " elements, expected " << n;
+  }
+  dispatch(a, [&]<class T>(bool on_cuda) {
+    const T* bp = bias ? bias->data_as<T>() : nullptr;
+    FTCC_ON(cuda::gemm<T>(ta, tb, m, n, k, a.data_as<T>(), b.data_as<T>(), c.data_as<T>(), bp, accumulate),
+            cpu::gemm<T>(ta, tb, m, n, k, a.data_as<T>(), b.data_as<T>(), c.data_as<T>(), bp, accumulate));
+  });
+}
+
+void binary(Binary op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  same_place(a, b, "binary op");
+  same_place(a, out, "binary op");
+  FTCC_CHECK(a.numel() == b.numel() && a.numel() == out.numel()) << "binary op: sizes differ";
+  int o = static_cast<int>(op);
+  dispatch(a, [&]<class T>(bool on_cuda) {
+    FTCC_ON(cuda::binary<T>(o, a.numel(), a.data_as<T>(), b.data_as<T>(), out.data_as<T>()),
+            cpu::binary<T>(o, a.numel(), a.data_as<T>(), b.data_as<T>(), out.data_as<T>()));
+  });
+}
+
+void add_rowvec(const Tensor& a, const Tensor& v, const Tensor& out) {
+  same_place(a, v, "add_rowvec");
+  std::int64_t cols = v.numel();
+  std::int64_t rows = cols == 0 ? 0 : a.numel() / cols;
+  dispatch(a, [&]<class T>(bool on_cuda) {
+    FTCC_ON(cuda::add_rowvec<T>(rows, cols, a.data_as<T>(), v.data_as<T>(), out.data_as<T>()),
+            cpu::add_rowvec<T>(rows, cols, a.data_as<T>(), v.data_as<T>(), out.data_as<T>()));
+  });
+}
+
+void colsum(const Tensor& x, const Tensor& out, bool accumulate) {
+  same_place(x, out, "colsum");
+  std::int64_t cols = out.numel();
+  std::int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  dispatch(x, [&]<class T>(bool on_cuda) {
+    FTCC_ON(cuda::colsum<T>(rows, cols, x.data_as<T>(), out.data_as<T>(), accumulate),
+            cpu::colsum<T>(rows, cols, x.data_as<T>(), out.data_as<T>(), accumulate));
+  });
+}
+
+void axpy(double alpha, const Tensor& x, const Tensor& y) {
+  same_place(x, y, "axpy");
+  FTCC_CHECK(x.numel() == y.numel()) << "axpy: sizes differ: " << x.numel() << " vs " << y.numel();
+  dispatch(x, [&]<class T>(bool on_cuda) {
+    FTCC_ON(cuda::axpy<T>(x.numel(), T(alpha), x.data_as<T>(), y.data_as<T>()),
+            cpu::axpy<T>(x.numel(), T(alpha), x.data_as<T>(), y.data_as<T>()));
+  });
+}
+
+void scale_copy(double alpha, const Tensor& x, const Tensor& out) {
+  same_place(x, out, "scale_copy");
+  FTCC_CHECK(x.numel() == out.numel()) << "scale_copy: sizes differ";
+  dispatch(x, [&]<class T>(bool on_cuda) {
+    FTCC_ON(cuda::scale_copy<T>(x.numel(), T(alpha), x.data_as<T>(), out.data_as<T>()),
+            cpu::scale_copy<T>(x.numel(), T(alpha), x.data_as<T>(), out.data_as<T>()));
+  });
+}
+
+void unary_forward(Unary op, const Tensor& x, const Tensor& y) {
+  same_place(x, y, "activation");
+  int o = static_cast<int>(op);
+  dispatch(x, [&]<class T>(bool on_cuda) {
+    FTCC_ON(cuda::unary_forward<T>(o, x.numel(), x.data_as<T>(), y.data_as<T>()),
+            cpu::unary_forward<T>(o, x.numel(), x.data_as<T>(), y.data_as<T>()));
+  });
+}
+
+void unary_backward(Unary op, const Tensor& y, const Tensor& gy, const Tensor& gx) {
+  same_place(y, gy, "activation backward");
+  int o = static_cast<int>(op);
+  dispatch(y, [&]<class T>(bool on_cuda) {
+    FTCC_ON(cuda::unary_backward<T>(o, y.numel(), y.data_as<T>(), gy.data_as<T>(), gx.data_as<T>()),
+            cpu::unary_backward<T>(o, y.numel(), y.data_as<T>(), gy.data_as<T>(), gx.data_as<T>()));
+  });
+}
+
+void sum_all(const Tensor& x, const Tensor& out) {
+  same_place(x, out, "sum");
+  dispatch(x, [&]<class T>(bool on_cuda) {
+    FTCC_ON(cuda::sum_all<T>(x.numel(), x.data_as<T>(), out.data_as<T>()),
+            *out.data_as<T>() = cpu::sum_all<T>(x.numel(), x.data_as<T>()));
+  });
+}
+
+// CPU broadcast of a (host) scalar; the CUDA path reads the scalar on the device.
+template <class T>
+static void fill_host(std::int64_t n, T v, T* o) {
+  for (std::int64_t i = 0; i < n; ++i) o[i] = v;
+}
+
+void fill_from_scalar(const Tensor& s, double scale, const Tensor& out) {
+  same_place(s, out, "fill_from_scalar");
+  dispatch(out, [&]<class T>(bool on_cuda) {
+    FTCC_ON(cuda::fill_from_scalar<T>(out.numel(), s.data_as<T>(), T(scale), out.data_as<T>()),
+            fill_host<T>(out.numel(), T(scale) * *s.data_as<T>(), out.data_as<T>()));
+  });
+}
+
+void fill(const Tensor& out, double value) {
+  dispatch(out, [&]<class T>(bool on_cuda) {
+    FTCC_ON(cuda::fill<T>(out.numel(), T(value), out.data_as<T>()), fill_host<T>(out.numel(), T(value), out.data_as<T>()));
+  });
+}
+
+void mse_forward(const Tensor& pred, const Tensor& target, const Tensor& out) {
+  same_place(pred, target, "mse_loss");
+  dispatch(pred, [&]<class T>(bool on_cuda) {
+    FTCC_ON(cuda::mse_forward<T>(pred.numel(), pred.data_as<T>(), target.data_as<T>(), out.data_as<T>()),
+            *out.data_as<T>() = cpu::mse_forward<T>(pred.numel(), pred.data_as<T>(), target.data_as<T>()));
+  });
+}
+
+void mse_backward(const Tensor& pred, const Tensor& target, const Tensor& g, const Tensor& gp) {
+  same_place(pred, target, "mse_loss backward");
+  dispatch(pred, [&]<class T>(bool on_cuda) {
+    FTCC_ON(cuda::mse_backward<T>(pred.numel(), pred.data_as<T>(), target.data_as<T>(), g.data_as<T>(),
+                                  gp.data_as<T>()),
+            cpu::mse_backward<T>(pred.numel(), pred.data_as<T>(), target.data_as<T>(), *g.data_as<T>(),
+                                 gp.data_as<T>()));
+  });
+}
+
+}  // namespace ftcc::tensor::kern

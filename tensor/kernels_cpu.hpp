@@ -1,0 +1,34 @@
+// tensor/kernels_cpu.hpp: CPU implementations of tensor/kernels.hpp over raw pointers, through
+// Eigen maps of our own storage (no copies). Templated on float and double.
+#pragma once
+
+#include <cstdint>
+
+namespace ftcc::tensor::cpu {
+
+using i64 = std::int64_t;
+
+template <class T>
+void gemm(bool ta, bool tb, i64 m, i64 n, i64 k, const T* a, const T* b, T* c, const T* bias, bool accumulate);
+template <class T>
+void binary(int op, i64 n, const T* a, const T* b, T* out);
+template <class T>
+void add_rowvec(i64 rows, i64 cols, const T* a, const T* v, T* out);
+template <class T>
+void colsum(i64 rows, i64 cols, const T* x, T* out, bool accumulate);
+template <class T>
+void axpy(i64 n, T alpha, const T* x, T* y);
+template <class T>
+void scale_copy(i64 n, T alpha, const T* x, T* out);
+template <class T>
+void unary_forward(int op, i64 n, const T* x, T* y);
+template <class T>
+void unary_backward(int op, i64 n, const T* y, const T* gy, T* gx);
+template <class T>
+T sum_all(i64 n, const T* x);
+template <class T>
+T mse_forward(i64 n, const T* p, const T* t);
+template <class T>
+void mse_backward(i64 n, const T* p, const T* t, T g, T* gp);
+
+}  // namespace ftcc::tensor::cpu

@@ -1,0 +1,260 @@
+#include "tensor/ops.hpp"
+
+#include "base/error.hpp"
+#include "tensor/autograd.hpp"
+#include "tensor/kernels.hpp"
+
+namespace ftcc::tensor {
+
+namespace {
+
+void check_same(const Tensor& a, const Tensor& b, const char* op) {
+  FTCC_CHECK(a.defined() && b.defined()) << op << ": undefined operand";
+  FTCC_CHECK(a.dtype() == b.dtype()) << op << ": dtypes differ: " << dtype_name(a.dtype()) << " vs "
+                                     << dtype_name(b.dtype());
+  FTCC_CHECK(a.device() == b.device()) << op << ": devices differ: " << device_name(a.device()) << " vs "
+                                       << device_name(b.device());
+}
+
+Tensor like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
+Tensor scalar_like(const Tensor& t) { return Tensor::empty({1}, t.dtype(), t.device()); }
+
+// A 2-D view of a 1-D bias as a row vector, for GEMM shapes.
+bool is_row_broadcast(const Tensor& a, const Tensor& b) {
+  return b.dim() == 1 && a.dim() >= 1 && a.shape().back() == b.size(0) && a.shape() != b.shape();
+}
+
+class MatmulNode : public Node {
+ public:
+  std::vector<Tensor> backward(const Tensor& g) override {
+    const Tensor &a = inputs[0], &b = inputs[1];
+    Tensor ga, gb;
+    if (a.requires_grad()) {  // dA = dC B^T
+      ga = like(a);
+      kern::gemm(g, false, b, true, ga, nullptr, false);
+    }
+    if (b.requires_grad()) {  // dB = A^T dC
+      gb = like(b);
+      kern::gemm(a, true, g, false, gb, nullptr, false);
+    }
+    return {ga, gb};
+  }
+  const char* name() const override { return "matmul"; }
+};
+
+class AddNode : public Node {
+ public:
+  explicit AddNode(bool broadcast) : broadcast_(broadcast) {}
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor gb;
+    if (inputs[1].requires_grad()) {
+      if (broadcast_) {
+        gb = like(inputs[1]);
+        kern::colsum(g, gb, false);
+      } else {
+        gb = g;
+      }
+    }
+    return {g, gb};
+  }
+  const char* name() const override { return "add"; }
+
+ private:
+  bool broadcast_;
+};
+
+class SubNode : public Node {
+ public:
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor gb;
+    if (inputs[1].requires_grad()) {
+      gb = like(g);
+      kern::scale_copy(-1.0, g, gb);
+    }
+    return {g, gb};
+  }
+  const char* name() const override { return "sub"; }
+};
+
+class MulNode : public Node {
+ public:
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor ga, gb;
+    if (inputs[0].requires_grad()) {
+      ga = like(g);
+      kern::binary(kern::Binary::Mul, g, inputs[1], ga);
+    }
+    if (inputs[1].requires_grad()) {
+      gb = like(g);
+      kern::binary(kern::Binary::Mul, g, inputs[0], gb);
+    }
+    return {ga, gb};
+  }
+  const char* name() const override { return "mul"; }
+};
+
+class SumNode : public Node {
+ public:
+  explicit SumNode(double scale) : scale_(scale) {}
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor gx = like(inputs[0]);
+    kern::fill_from_scalar(g, scale_, gx);
+    return {gx};
+  }
+  const char* name() const override { return scale_ == 1.0 ? "sum" : "mean"; }
+
+ private:
+  double scale_;
+};
+
+class UnaryNode : public Node {
+ public:
+  UnaryNode(kern::Unary op, Tensor out) : op_(op), out_(std::move(out)) {}
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor gx = like(g);
+    kern::unary_backward(op_, out_, g, gx);
+    return {gx};
+  }
+  const char* name() const override { return "activation"; }
+
+ private:
+  kern::Unary op_;
+  Tensor out_;  // detached: the node must not own the tensor that owns it
+};
+
+class LinearNode : public Node {
+ public:
+  std::vector<Tensor> backward(const Tensor& g) override {
+    const Tensor &x = inputs[0], &w = inputs[1];
+    Tensor gx, gw, gb;
+    if (x.requires_grad()) {  // dX[b,in] = dY[b,out] W[out,in]
+      gx = like(x);
+      kern::gemm(g, false, w, false, gx, nullptr, false);
+    }
+    if (w.requires_grad()) {  // dW[out,in] = dY^T X
+      gw = like(w);
+      kern::gemm(g, true, x, false, gw, nullptr, false);
+    }
+    if (inputs.size() > 2 && inputs[2].requires_grad()) {  // db = column sums of dY
+      gb = like(inputs[2]);
+      kern::colsum(g, gb, false);
+    }
+    if (inputs.size() > 2) return {gx, gw, gb};
+    return {gx, gw};
+  }
+  const char* name() const override { return "linear"; }
+};
+
+class MseNode : public Node {
+ public:
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor gp = like(inputs[0]);
+    kern::mse_backward(inputs[0], inputs[1], g, gp);
+    return {gp, Tensor()};
+  }
+  const char* name() const override { return "mse_loss"; }
+};
+
+Tensor unary(kern::Unary op, const Tensor& x) {
+  FTCC_CHECK(x.defined()) << "activation of an undefined tensor";
+  Tensor y = like(x);
+  kern::unary_forward(op, x, y);
+  if (needs_grad({&x})) attach(y, std::make_shared<UnaryNode>(op, y.detach()), {x});
+  return y;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_same(a, b, "matmul");
+  FTCC_CHECK(a.dim() == 2 && b.dim() == 2) << "matmul: 2-D operands expected, got " << shape_str(a.shape()) << " x "
+                                           << shape_str(b.shape());
+  FTCC_CHECK(a.size(1) == b.size(0)) << "matmul: " << shape_str(a.shape()) << " x " << shape_str(b.shape());
+  Tensor c = Tensor::empty({a.size(0), b.size(1)}, a.dtype(), a.device());
+  kern::gemm(a, false, b, false, c, nullptr, false);
+  if (needs_grad({&a, &b})) attach(c, std::make_shared<MatmulNode>(), {a, b});
+  return c;
+}
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  check_same(a, b, "add");
+  bool bc = is_row_broadcast(a, b);
+  FTCC_CHECK(bc || a.shape() == b.shape()) << "add: shapes " << shape_str(a.shape()) << " and "
+                                           << shape_str(b.shape()) << " (b must equal a or be a row vector)";
+  Tensor out = like(a);
+  if (bc) kern::add_rowvec(a, b, out);
+  else kern::binary(kern::Binary::Add, a, b, out);
+  if (needs_grad({&a, &b})) attach(out, std::make_shared<AddNode>(bc), {a, b});
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  check_same(a, b, "sub");
+  FTCC_CHECK(a.shape() == b.shape()) << "sub: shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape());
+  Tensor out = like(a);
+  kern::binary(kern::Binary::Sub, a, b, out);
+  if (needs_grad({&a, &b})) attach(out, std::make_shared<SubNode>(), {a, b});
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  check_same(a, b, "mul");
+  FTCC_CHECK(a.shape() == b.shape()) << "mul: shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape());
+  Tensor out = like(a);
+  kern::binary(kern::Binary::Mul, a, b, out);
+  if (needs_grad({&a, &b})) attach(out, std::make_shared<MulNode>(), {a, b});
+  return out;
+}
+
+Tensor sum(const Tensor& x) {
+  Tensor out = scalar_like(x);
+  kern::sum_all(x, out);
+  if (needs_grad({&x})) attach(out, std::make_shared<SumNode>(1.0), {x});
+  return out;
+}
+
+Tensor mean(const Tensor& x) {
+  FTCC_CHECK(x.numel() > 0) << "mean of an empty tensor";
+  Tensor out = scalar_like(x);
+  kern::sum_all(x, out);
+  kern::scale_copy(1.0 / static_cast<double>(x.numel()), out, out);
+  if (needs_grad({&x})) attach(out, std::make_shared<SumNode>(1.0 / static_cast<double>(x.numel())), {x});
+  return out;
+}
+
+Tensor relu(const Tensor& x) { return unary(kern::Unary::Relu, x); }
+Tensor tanh(const Tensor& x) { return unary(kern::Unary::Tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary(kern::Unary::Sigmoid, x); }
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_same(x, weight, "linear");
+  FTCC_CHECK(x.dim() == 2 && weight.dim() == 2) << "linear: x " << shape_str(x.shape()) << ", weight "
+                                                << shape_str(weight.shape()) << " (expected [batch,in], [out,in])";
+  FTCC_CHECK(x.size(1) == weight.size(1)) << "linear: x has " << x.size(1) << " features, weight expects "
+                                          << weight.size(1);
+  if (bias.defined()) {
+    check_same(x, bias, "linear bias");
+    FTCC_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0))
+        << "linear: bias " << shape_str(bias.shape()) << " for " << weight.size(0) << " outputs";
+  }
+  Tensor y = Tensor::empty({x.size(0), weight.size(0)}, x.dtype(), x.device());
+  kern::gemm(x, false, weight, true, y, bias.defined() ? &bias : nullptr, false);
+  if (needs_grad({&x, &weight, &bias})) {
+    std::vector<Tensor> in{x, weight};
+    if (bias.defined()) in.push_back(bias);
+    attach(y, std::make_shared<LinearNode>(), std::move(in));
+  }
+  return y;
+}
+
+Tensor mse_loss(const Tensor& pred, const Tensor& target) {
+  check_same(pred, target, "mse_loss");
+  FTCC_CHECK(pred.numel() == target.numel() && pred.numel() > 0)
+      << "mse_loss: prediction " << shape_str(pred.shape()) << ", target " << shape_str(target.shape());
+  Tensor out = scalar_like(pred);
+  kern::mse_forward(pred, target, out);
+  if (needs_grad({&pred})) attach(out, std::make_shared<MseNode>(), {pred, target.detach()});
+  return out;
+}
+
+}  // namespace ftcc::tensor

@@ -1,0 +1,70 @@
+#include "tensor/random.hpp"
+
+#include <cmath>
+
+#include "base/error.hpp"
+
+namespace ftcc::tensor {
+
+namespace {
+constexpr std::uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;  // Philox4x32 multipliers
+constexpr std::uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;  // key schedule increments
+}  // namespace
+
+std::array<std::uint32_t, 4> Philox::block(std::uint64_t counter) const {
+  std::array<std::uint32_t, 4> c{static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32),
+                                 static_cast<std::uint32_t>(stream_), static_cast<std::uint32_t>(stream_ >> 32)};
+  std::uint32_t k0 = key_[0], k1 = key_[1];
+  for (int round = 0; round < 10; ++round) {
+    std::uint64_t p0 = static_cast<std::uint64_t>(kMul0) * c[0];
+    std::uint64_t p1 = static_cast<std::uint64_t>(kMul1) * c[2];
+    std::uint32_t hi0 = static_cast<std::uint32_t>(p0 >> 32), lo0 = static_cast<std::uint32_t>(p0);
+    std::uint32_t hi1 = static_cast<std::uint32_t>(p1 >> 32), lo1 = static_cast<std::uint32_t>(p1);
+    c = {hi1 ^ c[1] ^ k0, lo1, hi0 ^ c[3] ^ k1, lo0};
+    k0 += kWeyl0;
+    k1 += kWeyl1;
+  }
+  return c;
+}
+
+double Philox::uniform_f64(std::uint64_t i) const {
+  std::uint64_t hi = bits(2 * i), lo = bits(2 * i + 1);
+  return static_cast<double>(((hi << 32) | lo) >> 11) * 0x1.0p-53;
+}
+
+std::uint64_t Philox::below(std::uint64_t bound, std::uint64_t i, std::uint64_t* next) const {
+  FTCC_CHECK(bound > 0) << "Philox::below(0)";
+  // 64 random bits per draw; the rejection threshold removes the bias of the multiply-shift.
+  std::uint64_t threshold = (0 - bound) % bound;
+  for (;;) {
+    std::uint64_t x = (static_cast<std::uint64_t>(bits(2 * i)) << 32) | bits(2 * i + 1);
+    ++i;
+    unsigned __int128 m = static_cast<unsigned __int128>(x) * bound;
+    if (static_cast<std::uint64_t>(m) >= threshold) {
+      if (next) *next = i;
+      return static_cast<std::uint64_t>(m >> 64);
+    }
+  }
+}
+
+void Philox::fill_uniform(std::span<float> out, float lo, float hi) const {
+  for (std::size_t k = 0; k < out.size(); ++k) out[k] = lo + (hi - lo) * uniform(k);
+}
+
+void Philox::fill_normal(std::span<float> out, float mean, float stddev) const {
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    // 1 - u keeps the log argument in (0, 1].
+    double u1 = 1.0 - uniform_f64(2 * k), u2 = uniform_f64(2 * k + 1);
+    double r = std::sqrt(-2.0 * std::log(u1));
+    out[k] = static_cast<float>(mean + stddev * r * std::cos(2.0 * M_PI * u2));
+  }
+}
+
+std::uint64_t mix_seed(std::uint64_t seed, std::uint64_t salt) {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (salt + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace ftcc::tensor
