@@ -1,0 +1,35 @@
+// comm/algorithms.hpp: the allreduce algorithms on an OpContext (internal), so that the blocking
+// calls (comm/collectives.hpp) and the nonblocking one (comm/allreduce_async.hpp) share them.
+// send is never nullptr here (the public calls resolve "in place" to send == recv).
+#pragma once
+
+#include <cstddef>
+
+#include "base/error.hpp"
+#include "comm/collectives.hpp"
+#include "comm/op_context.hpp"
+
+namespace ftcc::comm::detail {
+
+// Defaults, tuned with ftcc-bench (docs/collectives.md).
+inline constexpr std::size_t kRingSegmentBytes = 128 * 1024;
+inline constexpr std::size_t kTreeSegmentBytes = 64 * 1024;
+inline constexpr std::size_t kChainSegmentBytes = 128 * 1024;
+inline constexpr int kWindow = 4;
+// rhd_allreduce exchanges whole vectors (recursive doubling) up to this size.
+inline constexpr std::size_t kRecursiveDoublingBytes = 4 * 1024;
+
+void ring_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                        std::size_t segment_bytes, int window);
+void tree_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                        std::size_t segment_bytes, int window);
+void rhd_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+
+// Runs `algo` (not automatic) with the options' segment size and window.
+void allreduce_run(OpContext& ctx, AllreduceAlgo algo, const void* send, void* recv, std::size_t count, DType dtype,
+                   ReduceOp op, const AllreduceOptions& options);
+
+// The name an OpContext carries for each algorithm (used in errors and by the fault hook).
+const char* allreduce_op_name(AllreduceAlgo algo);
+
+}  // namespace ftcc::comm::detail

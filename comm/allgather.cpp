@@ -1,0 +1,25 @@
+// allgather on the ring allgather phase: n-1 steps, each block forwarded as it arrives.
+#include <cstring>
+
+#include "comm/algorithms.hpp"
+#include "comm/ring_phases.hpp"
+
+namespace ftcc::comm {
+
+void allgather(Communicator& comm, const void* send, void* recv, std::size_t send_count, DType dtype,
+               const CollectiveOptions& o) {
+  const int n = comm.size(), r = comm.rank();
+  const std::size_t esz = dtype_size(dtype);
+  auto* out = static_cast<std::byte*>(recv);
+  std::byte* mine = out + static_cast<std::size_t>(r) * send_count * esz;
+  OpContext ctx(comm, "allgather", o.timeout_s);
+  if (send_count == 0) return;
+  if (send && send != mine) std::memcpy(mine, send, send_count * esz);
+  std::vector<detail::Block> blocks(static_cast<std::size_t>(n));
+  for (std::size_t b = 0; b < blocks.size(); ++b) blocks[b] = {b * send_count, send_count};
+  detail::ring_allgather(ctx, recv, blocks, dtype,
+                         {o.segment_bytes ? o.segment_bytes : detail::kRingSegmentBytes,
+                          o.window > 0 ? o.window : detail::kWindow});
+}
+
+}  // namespace ftcc::comm

@@ -1,0 +1,77 @@
+// allreduce: picks ring, tree or rhd. The thresholds come from ftcc-bench on the development
+// machine (docs/collectives.md has the table and the command); re-measure before changing them.
+#include <cstdlib>
+#include <string>
+
+#include "base/error.hpp"
+#include "comm/algorithms.hpp"
+
+namespace ftcc::comm {
+
+const char* to_string(AllreduceAlgo a) {
+  switch (a) {
+    case AllreduceAlgo::automatic: return "auto";
+    case AllreduceAlgo::ring: return "ring";
+    case AllreduceAlgo::tree: return "tree";
+    case AllreduceAlgo::rhd: return "rhd";
+  }
+  return "?";
+}
+
+AllreduceAlgo parse_allreduce_algo(std::string_view s) {
+  if (s == "auto" || s == "automatic") return AllreduceAlgo::automatic;
+  if (s == "ring") return AllreduceAlgo::ring;
+  if (s == "tree") return AllreduceAlgo::tree;
+  if (s == "rhd") return AllreduceAlgo::rhd;
+  FTCC_CHECK(false) << "unknown allreduce algorithm '" << std::string(s) << "' (ring, tree, rhd, auto)";
+  return AllreduceAlgo::automatic;
+}
+
+AllreduceAlgo select_allreduce_algo(std::size_t bytes, int ranks) {
+  (void)ranks;
+  if (bytes < (std::size_t{1} << 20)) return AllreduceAlgo::rhd;
+  return AllreduceAlgo::ring;
+}
+
+AllreduceAlgo resolve_allreduce_algo(AllreduceAlgo requested, std::size_t bytes, int ranks) {
+  if (requested != AllreduceAlgo::automatic) return requested;
+  if (const char* env = std::getenv("FTCC_ALLREDUCE_ALGO"); env && *env) {
+    const AllreduceAlgo a = parse_allreduce_algo(env);
+    if (a != AllreduceAlgo::automatic) return a;
+  }
+  return select_allreduce_algo(bytes, ranks);
+}
+
+namespace detail {
+
+const char* allreduce_op_name(AllreduceAlgo algo) {
+  switch (algo) {
+    case AllreduceAlgo::ring: return "ring_allreduce";
+    case AllreduceAlgo::tree: return "tree_allreduce";
+    case AllreduceAlgo::rhd: return "rhd_allreduce";
+    case AllreduceAlgo::automatic: break;
+  }
+  return "allreduce";
+}
+
+void allreduce_run(OpContext& ctx, AllreduceAlgo algo, const void* send, void* recv, std::size_t count, DType dtype,
+                   ReduceOp op, const AllreduceOptions& o) {
+  switch (algo) {
+    case AllreduceAlgo::ring: ring_allreduce_run(ctx, send, recv, count, dtype, op, o.segment_bytes, o.window); return;
+    case AllreduceAlgo::tree: tree_allreduce_run(ctx, send, recv, count, dtype, op, o.segment_bytes, o.window); return;
+    case AllreduceAlgo::rhd: rhd_allreduce_run(ctx, send, recv, count, dtype, op); return;
+    case AllreduceAlgo::automatic: break;
+  }
+  FTCC_CHECK(false) << "allreduce_run needs a resolved algorithm";
+}
+
+}  // namespace detail
+
+void allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+               const AllreduceOptions& o) {
+  const AllreduceAlgo algo = resolve_allreduce_algo(o.algo, count * dtype_size(dtype), comm.size());
+  OpContext ctx(comm, detail::allreduce_op_name(algo), o.timeout_s);
+  detail::allreduce_run(ctx, algo, send ? send : recv, recv, count, dtype, op, o);
+}
+
+}  // namespace ftcc::comm

@@ -1,0 +1,111 @@
+// comm/collectives.hpp: ftcc's collectives, written on point-to-point (comm/transport.hpp).
+//
+// Buffers are raw: (pointer, count of elements, DType). Counts are size_t. "In place" means
+// send == recv or send == nullptr (kInPlace). Every call:
+//   - runs the same algorithm on every rank; all ranks call collectives in the same order;
+//   - waits with a deadline (options.timeout_s, 0 = the communicator's) and throws Timeout
+//     naming the peers it still waited for;
+//   - throws ProcessFailed / Revoked (comm/errors.hpp) as soon as MPI (ULFM) reports a dead peer
+//     or a revoked communicator, after abandoning its outstanding requests;
+//   - gives every rank bitwise-identical results (each element is reduced once, or with
+//     commutative pairwise steps, so no rank sees a different rounding).
+// After a Timeout or a failure the communicator's collective sequence may differ between ranks:
+// revoke and shrink it (comm/ulfm.hpp), or stop using it.
+//
+// Algorithms (one per file):
+//   ring_allreduce    reduce-scatter + allgather around a ring, segmented and pipelined
+//                     (bandwidth-optimal: 2(n-1)/n of the data per rank; 2(n-1) steps)
+//   tree_allreduce    pipelined binomial-tree reduce to rank 0 + pipelined broadcast (latency)
+//   rhd_allreduce     recursive halving reduce-scatter + recursive doubling allgather
+//                     (Rabenseifner; 2 log2(n) steps); small messages: recursive doubling
+//   allreduce         picks one of them by size and rank count (select_allreduce_algo), or by
+//                     options.algo, or by FTCC_ALLREDUCE_ALGO=ring|tree|rhd|auto
+//   broadcast         binomial tree (small) or pipelined chain (large)
+//   reduce            pipelined binomial tree
+//   reduce_scatter    ring (block r of the reduction lands on rank r)
+//   allgather         ring
+//   barrier           dissemination (ceil(log2 n) rounds of zero-byte messages)
+//   allreduce_async   nonblocking allreduce: start now, wait() later (comm/allreduce_async.hpp)
+//
+// Options expose segment_bytes and window (segments in flight) so tests reach the multi-segment
+// paths with small inputs, and the benchmark can tune them.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include "comm/communicator.hpp"
+#include "comm/errors.hpp"
+#include "comm/types.hpp"
+
+namespace ftcc::comm {
+
+inline constexpr const void* kInPlace = nullptr;
+
+enum class AllreduceAlgo { automatic, ring, tree, rhd };
+const char* to_string(AllreduceAlgo a);
+// "auto", "ring", "tree", "rhd"; throws InvalidArgument.
+AllreduceAlgo parse_allreduce_algo(std::string_view s);
+
+struct AllreduceOptions {
+  AllreduceAlgo algo = AllreduceAlgo::automatic;  // automatic: FTCC_ALLREDUCE_ALGO, else by size
+  double timeout_s = 0;                           // 0: the communicator's timeout
+  std::size_t segment_bytes = 0;                  // 0: the algorithm's default
+  int window = 0;                                 // segments in flight; 0: default
+};
+
+struct CollectiveOptions {
+  double timeout_s = 0;
+  std::size_t segment_bytes = 0;
+  int window = 0;
+};
+
+enum class BroadcastAlgo { automatic, binomial, chain };
+struct BroadcastOptions {
+  BroadcastAlgo algo = BroadcastAlgo::automatic;  // automatic: binomial below kChainBroadcastBytes
+  double timeout_s = 0;
+  std::size_t segment_bytes = 0;
+  int window = 0;
+};
+
+// ---- allreduce ------------------------------------------------------------------------------
+void allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+               const AllreduceOptions& options = {});
+void ring_allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                    const CollectiveOptions& options = {});
+void tree_allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                    const CollectiveOptions& options = {});
+void rhd_allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                   const CollectiveOptions& options = {});
+
+// What `automatic` picks for a message of `bytes` on `ranks` ranks (FTCC_ALLREDUCE_ALGO aside).
+// Thresholds come from ftcc-bench on the development machine: docs/collectives.md.
+AllreduceAlgo select_allreduce_algo(std::size_t bytes, int ranks);
+// The algorithm a call with `requested` runs: requested if not automatic, else the environment
+// (FTCC_ALLREDUCE_ALGO), else select_allreduce_algo.
+AllreduceAlgo resolve_allreduce_algo(AllreduceAlgo requested, std::size_t bytes, int ranks);
+
+// ---- the others -----------------------------------------------------------------------------
+// buf holds count elements on root on entry and on every rank on return.
+void broadcast(Communicator& comm, void* buf, std::size_t count, DType dtype, int root,
+               const BroadcastOptions& options = {});
+inline constexpr std::size_t kChainBroadcastBytes = 1 << 20;
+
+// recv (count elements) is significant on root only; other ranks may pass nullptr.
+void reduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
+            const CollectiveOptions& options = {});
+
+// MPI_Reduce_scatter_block: send holds size()*recv_count elements; rank r receives block r of the
+// reduction. In place (send == nullptr or recv): recv holds the size()*recv_count input and gets
+// the result in its first recv_count elements.
+void reduce_scatter(Communicator& comm, const void* send, void* recv, std::size_t recv_count, DType dtype,
+                    ReduceOp op, const CollectiveOptions& options = {});
+
+// recv gets size()*send_count elements, block r from rank r. In place (send == nullptr or
+// send == recv + rank*send_count): rank r's block is already in recv.
+void allgather(Communicator& comm, const void* send, void* recv, std::size_t send_count, DType dtype,
+               const CollectiveOptions& options = {});
+
+void barrier(Communicator& comm, const CollectiveOptions& options = {});
+
+}  // namespace ftcc::comm

@@ -1,0 +1,239 @@
+#include "comm/communicator.hpp"
+
+#include <chrono>
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+#include <mutex>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "base/error.hpp"
+#include "comm/mpi_check.hpp"
+#include "comm/mpi_transport.hpp"
+#include "comm/op_context.hpp"
+
+namespace ftcc::comm {
+namespace {
+
+constexpr std::align_val_t kScratchAlign{64};
+
+std::mutex g_hook_mu;
+FaultHook g_hook;                  // guarded by g_hook_mu for writes
+const FaultHook* g_hook_ptr = nullptr;  // read without the lock inside collectives
+
+}  // namespace
+
+double default_timeout_s() {
+  if (const char* env = std::getenv("FTCC_COMM_TIMEOUT_S")) {
+    char* end = nullptr;
+    const double v = std::strtod(env, &end);
+    if (end != env && v > 0) return v;
+  }
+  return 300.0;
+}
+
+// ---- Scratch --------------------------------------------------------------------------------
+
+Scratch::~Scratch() {
+  for (std::byte* d : data_)
+    if (d) ::operator delete[](d, kScratchAlign);
+}
+
+std::byte* Scratch::get(std::size_t bytes, int slot) {
+  std::byte*& data = data_[slot];
+  std::size_t& cap = capacity_[slot];
+  if (bytes > cap || !data) {
+    if (data) ::operator delete[](data, kScratchAlign);
+    data = nullptr;
+    cap = 0;
+    const std::size_t want = std::max<std::size_t>(bytes, 64);
+    data = static_cast<std::byte*>(::operator new[](want, kScratchAlign));
+    cap = want;
+  }
+  return data;
+}
+
+void Scratch::poison() {
+  for (int i = 0; i < kSlots; ++i) {
+    data_[i] = nullptr;  // deliberately leaked: a cancelled receive may still write into it
+    capacity_[i] = 0;
+  }
+}
+
+// ---- Communicator ---------------------------------------------------------------------------
+
+Communicator::Communicator(MPI_Comm comm, Ownership ownership, CommOptions options)
+    : comm_(comm), owned_(ownership == Ownership::take) {
+  FTCC_CHECK(comm != MPI_COMM_NULL) << "Communicator from MPI_COMM_NULL";
+  FTCC_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), comm_, "MPI_Comm_set_errhandler");
+  transport_ = std::make_unique<MpiTransport>(comm_);
+  timeout_s_ = options.timeout_s > 0 ? options.timeout_s : default_timeout_s();
+  init();
+}
+
+Communicator::Communicator(std::unique_ptr<Transport> transport, CommOptions options)
+    : transport_(std::move(transport)) {
+  FTCC_CHECK(transport_ != nullptr) << "Communicator from a null transport";
+  comm_ = transport_->mpi_comm();
+  timeout_s_ = options.timeout_s > 0 ? options.timeout_s : default_timeout_s();
+  init();
+}
+
+void Communicator::init() {
+  rank_ = transport_->rank();
+  size_ = transport_->size();
+  scratch_ = std::make_unique<Scratch>();
+  tag_span_ = transport_->tag_upper_bound() - kMaxUserTag + 1;
+  FTCC_CHECK(tag_span_ > 0) << "tag upper bound " << transport_->tag_upper_bound() << " too small";
+}
+
+Communicator Communicator::duplicate(MPI_Comm comm, CommOptions options) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  FTCC_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), comm, "MPI_Comm_set_errhandler");
+  FTCC_MPI_CHECK(MPI_Comm_dup(comm, &dup), comm, "MPI_Comm_dup");
+  return Communicator(dup, Ownership::take, options);
+}
+
+Communicator::Communicator(Communicator&& o) noexcept
+    : comm_(o.comm_),
+      owned_(o.owned_),
+      transport_(std::move(o.transport_)),
+      scratch_(std::move(o.scratch_)),
+      rank_(o.rank_),
+      size_(o.size_),
+      timeout_s_(o.timeout_s_),
+      seq_(o.seq_),
+      tag_span_(o.tag_span_),
+      hook_(std::move(o.hook_)) {
+  o.comm_ = MPI_COMM_NULL;
+  o.owned_ = false;
+}
+
+Communicator& Communicator::operator=(Communicator&& o) noexcept {
+  if (this != &o) {
+    this->~Communicator();
+    new (this) Communicator(std::move(o));
+  }
+  return *this;
+}
+
+Communicator::~Communicator() {
+  transport_.reset();  // abandons anything still outstanding before the communicator goes
+  if (owned_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void Communicator::set_timeout_s(double seconds) {
+  FTCC_CHECK(seconds > 0) << "timeout must be positive, got " << seconds;
+  timeout_s_ = seconds;
+}
+
+void Communicator::set_fault_hook(FaultHook hook) { hook_ = std::move(hook); }
+
+void Communicator::set_global_fault_hook(FaultHook hook) {
+  std::lock_guard<std::mutex> lock(g_hook_mu);
+  g_hook_ptr = nullptr;
+  g_hook = std::move(hook);
+  if (g_hook) g_hook_ptr = &g_hook;
+}
+
+const FaultHook* Communicator::fault_hook() const { return hook_ ? &hook_ : g_hook_ptr; }
+
+int Communicator::next_collective_tag() {
+  const int tag = kMaxUserTag + static_cast<int>(seq_ % static_cast<std::uint64_t>(tag_span_));
+  ++seq_;
+  return tag;
+}
+
+// ---- point-to-point -------------------------------------------------------------------------
+
+namespace {
+void check_p2p(const Communicator& c, int peer, int tag, const char* op) {
+  FTCC_CHECK(peer >= 0 && peer < c.size()) << op << ": peer " << peer << " not in [0, " << c.size() << ")";
+  FTCC_CHECK(tag >= 0 && tag < Communicator::kMaxUserTag)
+      << op << ": tag " << tag << " not in [0, " << Communicator::kMaxUserTag << ")";
+}
+}  // namespace
+
+void Communicator::send(const void* buf, std::size_t count, DType dtype, int peer, int tag, double timeout_s) {
+  check_p2p(*this, peer, tag, "send");
+  OpContext ctx(*transport_, tag, resolve_timeout(timeout_s), "send", nullptr, *scratch_);
+  ctx.wait(ctx.isend(buf, count * dtype_size(dtype), peer));
+}
+
+void Communicator::recv(void* buf, std::size_t count, DType dtype, int peer, int tag, double timeout_s) {
+  check_p2p(*this, peer, tag, "recv");
+  OpContext ctx(*transport_, tag, resolve_timeout(timeout_s), "recv", nullptr, *scratch_);
+  ctx.wait(ctx.irecv(buf, count * dtype_size(dtype), peer));
+}
+
+P2PRequest Communicator::isend(const void* buf, std::size_t count, DType dtype, int peer, int tag) {
+  check_p2p(*this, peer, tag, "isend");
+  P2PRequest r;
+  r.handle_ = transport_->isend(buf, count * dtype_size(dtype), peer, tag, "isend");
+  r.comm_ = this;
+  r.peer_ = peer;
+  r.active_ = true;
+  r.op_ = "isend";
+  return r;
+}
+
+P2PRequest Communicator::irecv(void* buf, std::size_t count, DType dtype, int peer, int tag) {
+  check_p2p(*this, peer, tag, "irecv");
+  P2PRequest r;
+  r.handle_ = transport_->irecv(buf, count * dtype_size(dtype), peer, tag, "irecv");
+  r.comm_ = this;
+  r.peer_ = peer;
+  r.active_ = true;
+  r.op_ = "irecv";
+  return r;
+}
+
+P2PRequest::P2PRequest(P2PRequest&& o) noexcept
+    : comm_(o.comm_), handle_(o.handle_), peer_(o.peer_), active_(o.active_), op_(o.op_) {
+  o.active_ = false;
+}
+
+P2PRequest& P2PRequest::operator=(P2PRequest&& o) noexcept {
+  if (this != &o) {
+    if (active_) comm_->transport().abandon(handle_);
+    comm_ = o.comm_;
+    handle_ = o.handle_;
+    peer_ = o.peer_;
+    active_ = o.active_;
+    op_ = o.op_;
+    o.active_ = false;
+  }
+  return *this;
+}
+
+P2PRequest::~P2PRequest() {
+  if (active_) comm_->transport().abandon(handle_);
+}
+
+bool P2PRequest::test() {
+  if (!active_) return true;
+  active_ = false;  // test() releases the handle on completion and on error
+  if (comm_->transport().test(handle_, op_)) return true;
+  active_ = true;
+  return false;
+}
+
+void P2PRequest::wait(double timeout_s) {
+  if (!active_) return;
+  const auto start = std::chrono::steady_clock::now();
+  const double limit = comm_->resolve_timeout(timeout_s);
+  unsigned idle = 0;
+  while (!test()) {
+    if (++idle > 4) std::this_thread::yield();
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > limit) {
+      comm_->transport().abandon(handle_);
+      active_ = false;
+      throw Timeout(op_, {peer_}, waited);
+    }
+  }
+}
+
+}  // namespace ftcc::comm

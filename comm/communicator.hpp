@@ -1,0 +1,153 @@
+// comm/communicator.hpp: a group of ranks that ftcc's collectives and point-to-point run on.
+//
+//   Communicator world(MPI_COMM_WORLD);                                   // borrowed, not freed
+//   Communicator mine(survivors, Communicator::Ownership::take);         // freed by ~Communicator
+//   auto dup = Communicator::duplicate(MPI_COMM_WORLD);                  // MPI_Comm_dup, owned
+//   Communicator t(MemoryWorld::create(4)->endpoint(r));                 // threads, no MPI (tests)
+//
+// Every MPI communicator gets MPI_ERRORS_RETURN at construction, so failures come back as
+// exceptions (comm/errors.hpp) and never abort the process.
+//
+// Deadlines: every wait polls with a deadline and throws Timeout{op, pending peers, waited_s}.
+// The default is FTCC_COMM_TIMEOUT_S from the environment, else 300 s; set_timeout_s() changes
+// it for this communicator and every call takes a timeout_s (0 = the communicator's).
+//
+// Ordering: like MPI collectives, all ranks must call the collectives of a communicator in the
+// same order. Each collective takes the next per-communicator sequence number as its tag
+// (mod the tag bound, above the user tag range), so back-to-back or concurrent (nonblocking)
+// collectives never mix their messages. User point-to-point tags are 0 .. kMaxUserTag-1.
+//
+// Fault injection: set_fault_hook(f) (or set_global_fault_hook) makes every collective call
+// f(op, step) just before it posts its step-th send (step = 0, 1, ... within that call; op is the
+// algorithm's name such as "ring_allreduce"). A test can SIGKILL its own process from the hook to
+// die in the middle of a collective, after part of its messages went out. When no hook is set the
+// cost is one pointer test per message.
+//
+// Thread safety: one thread at a time per Communicator; a nonblocking allreduce runs on its own
+// clone of the transport, so the caller may keep using the Communicator meanwhile.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "comm/transport.hpp"
+#include "comm/types.hpp"
+
+namespace ftcc::comm {
+
+using FaultHook = std::function<void(const char* op, int step)>;
+
+// FTCC_COMM_TIMEOUT_S if set (seconds, > 0), else 300.
+double default_timeout_s();
+
+struct CommOptions {
+  double timeout_s = 0;  // 0: default_timeout_s()
+};
+
+// Reusable scratch memory for collectives (64-byte aligned, grows, contents not preserved).
+// Two independent slots: slot 0 for the pipeline engines' receive slots (ring_phases,
+// tree_phases), slot 1 for an algorithm's own staging buffer.
+// poison() abandons the current blocks for good: used when a cancelled receive might still write
+// into them, so that memory is never handed out again (a bounded leak on an error path only).
+class Scratch {
+ public:
+  static constexpr int kSlots = 2;
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch();
+  std::byte* get(std::size_t bytes, int slot = 0);
+  void poison();
+
+ private:
+  std::byte* data_[kSlots] = {};
+  std::size_t capacity_[kSlots] = {};
+};
+
+class Communicator;
+
+// A nonblocking point-to-point operation (Communicator::isend / irecv). Move-only; the destructor
+// of a request that was neither waited nor completed abandons it.
+class P2PRequest {
+ public:
+  P2PRequest() = default;
+  P2PRequest(P2PRequest&& o) noexcept;
+  P2PRequest& operator=(P2PRequest&& o) noexcept;
+  ~P2PRequest();
+  bool test();                      // true once complete; throws on failure
+  void wait(double timeout_s = 0);  // 0: the communicator's timeout
+
+ private:
+  friend class Communicator;
+  Communicator* comm_ = nullptr;
+  Transport::Handle handle_ = 0;
+  int peer_ = -1;
+  bool active_ = false;
+  const char* op_ = "";
+};
+
+class Communicator {
+ public:
+  enum class Ownership { borrow, take };
+  static constexpr int kMaxUserTag = 4096;
+
+  explicit Communicator(MPI_Comm comm, Ownership ownership = Ownership::borrow, CommOptions options = {});
+  explicit Communicator(std::unique_ptr<Transport> transport, CommOptions options = {});
+  // MPI_Comm_dup(comm) owned by the result (collective over comm).
+  static Communicator duplicate(MPI_Comm comm, CommOptions options = {});
+
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // The MPI communicator (MPI_COMM_NULL for a memory transport). Still owned by this object.
+  MPI_Comm raw() const { return comm_; }
+
+  double timeout_s() const { return timeout_s_; }
+  void set_timeout_s(double seconds);
+  // Resolves a per-call timeout: 0 -> this communicator's.
+  double resolve_timeout(double call_timeout_s) const { return call_timeout_s > 0 ? call_timeout_s : timeout_s_; }
+
+  void set_fault_hook(FaultHook hook);
+  static void set_global_fault_hook(FaultHook hook);
+  // The hook collectives call: this communicator's, else the global one, else nullptr.
+  const FaultHook* fault_hook() const;
+
+  // Blocking point-to-point with a deadline. recv's count must equal the sender's count.
+  void send(const void* buf, std::size_t count, DType dtype, int peer, int tag = 0, double timeout_s = 0);
+  void recv(void* buf, std::size_t count, DType dtype, int peer, int tag = 0, double timeout_s = 0);
+  // Nonblocking point-to-point; the buffer must stay valid until the request completes.
+  P2PRequest isend(const void* buf, std::size_t count, DType dtype, int peer, int tag = 0);
+  P2PRequest irecv(void* buf, std::size_t count, DType dtype, int peer, int tag = 0);
+
+  // For the algorithms (comm/op_context.hpp): the endpoint, the next collective tag, scratch.
+  Transport& transport() { return *transport_; }
+  int next_collective_tag();
+  Scratch& scratch() { return *scratch_; }
+  // Tags in flight are unique only within a window of this many collectives.
+  int collective_tag_span() const { return tag_span_; }
+
+ private:
+  friend class P2PRequest;
+  void init();
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  bool owned_ = false;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Scratch> scratch_;
+  int rank_ = 0, size_ = 1;
+  double timeout_s_ = 300;
+  std::uint64_t seq_ = 0;
+  int tag_span_ = 1;
+  FaultHook hook_;
+};
+
+}  // namespace ftcc::comm

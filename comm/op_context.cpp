@@ -1,0 +1,130 @@
+#include "comm/op_context.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include "comm/errors.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define FTCC_CPU_RELAX() _mm_pause()
+#else
+#define FTCC_CPU_RELAX() ((void)0)
+#endif
+
+namespace ftcc::comm {
+namespace {
+
+// Backoff: a few pause spins (the answer is often already on its way), then yield the core,
+// since ranks usually outnumber cores on a test machine and a spinning rank starves its peer.
+constexpr unsigned kSpinRounds = 4;
+// Reading the clock on every idle round is cheap next to sched_yield, but not free.
+constexpr unsigned kClockEvery = 4;
+
+}  // namespace
+
+OpContext::OpContext(Communicator& comm, const char* op, double call_timeout_s)
+    : OpContext(comm.transport(), comm.next_collective_tag(), comm.resolve_timeout(call_timeout_s), op,
+                comm.fault_hook(), comm.scratch()) {}
+
+OpContext::OpContext(Transport& transport, int tag, double timeout_s, const char* op, const FaultHook* hook,
+                     Scratch& scratch)
+    : t_(transport),
+      tag_(tag),
+      op_(op),
+      hook_(hook),
+      scratch_(scratch),
+      rank_(transport.rank()),
+      size_(transport.size()),
+      start_(std::chrono::steady_clock::now()) {
+  deadline_ = start_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(timeout_s));
+  pending_.reserve(16);
+}
+
+OpContext::~OpContext() {
+  bool safe = true;
+  for (const Pending& p : pending_) safe = t_.abandon(p.h) && safe;
+  if (!safe) scratch_.poison();
+}
+
+double OpContext::elapsed_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+OpContext::Handle OpContext::isend(const void* buf, std::size_t bytes, int peer) {
+  if (hook_) (*hook_)(op_, step_);
+  ++step_;
+  const Handle h = t_.isend(buf, bytes, peer, tag_, op_);
+  pending_.push_back({h, peer, false});
+  return h;
+}
+
+OpContext::Handle OpContext::irecv(void* buf, std::size_t bytes, int peer) {
+  const Handle h = t_.irecv(buf, bytes, peer, tag_, op_);
+  pending_.push_back({h, peer, true});
+  return h;
+}
+
+void OpContext::forget(Handle h) {
+  for (std::size_t i = 0; i < pending_.size(); ++i)
+    if (pending_[i].h == h) {
+      pending_[i] = pending_.back();
+      pending_.pop_back();
+      return;
+    }
+}
+
+bool OpContext::test(Handle h) {
+  bool done = false;
+  try {
+    done = t_.test(h, op_);
+  } catch (...) {
+    forget(h);  // the transport released it
+    throw;
+  }
+  if (done) forget(h);
+  return done;
+}
+
+void OpContext::wait_all(const Handle* hs, std::size_t n) {
+  std::size_t left = n;
+  std::vector<bool> done(n, false);
+  while (left) {
+    bool any = false;
+    for (std::size_t i = 0; i < n; ++i)
+      if (!done[i] && test(hs[i])) {
+        done[i] = true;
+        --left;
+        any = true;
+      }
+    if (!left) break;
+    if (any)
+      progressed();
+    else
+      idle();
+  }
+  progressed();
+}
+
+void OpContext::idle() {
+  ++idle_rounds_;
+  if (idle_rounds_ <= kSpinRounds) {
+    FTCC_CPU_RELAX();
+    return;
+  }
+  std::this_thread::yield();
+  if (idle_rounds_ % kClockEvery == 0 && std::chrono::steady_clock::now() > deadline_) throw_timeout();
+}
+
+void OpContext::throw_timeout() {
+  // Receives first: a peer that never sent is the usual culprit; then peers that never received.
+  std::vector<int> peers;
+  for (bool want_recv : {true, false})
+    for (const Pending& p : pending_)
+      if (p.recv == want_recv && std::find(peers.begin(), peers.end(), p.peer) == peers.end())
+        peers.push_back(p.peer);
+  throw Timeout(op_, std::move(peers), elapsed_s());
+}
+
+}  // namespace ftcc::comm

@@ -1,0 +1,74 @@
+// comm/op_context.hpp: what one collective call works with (internal to comm/ and its tests).
+//
+// An OpContext binds a transport endpoint, the call's tag, its deadline, its name, the fault
+// hook and scratch memory. Algorithms post sends and receives through it and poll with test();
+// when a poll round makes no progress they call idle(), which backs off (spin briefly, then
+// yield: ranks are often oversubscribed) and throws Timeout once the deadline has passed, naming
+// the peers of the requests still outstanding. The destructor abandons whatever is still
+// outstanding (the error path), poisoning the scratch if a receive could not be cancelled.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "comm/transport.hpp"
+
+namespace ftcc::comm {
+
+class OpContext {
+ public:
+  using Handle = Transport::Handle;
+
+  // A blocking collective on `comm`: its transport, next tag, scratch and hook.
+  OpContext(Communicator& comm, const char* op, double call_timeout_s);
+  // Explicit pieces (nonblocking collectives run on a cloned transport with their own scratch).
+  OpContext(Transport& transport, int tag, double timeout_s, const char* op, const FaultHook* hook, Scratch& scratch);
+  OpContext(const OpContext&) = delete;
+  OpContext& operator=(const OpContext&) = delete;
+  ~OpContext();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const char* op() const { return op_; }
+  int tag() const { return tag_; }
+
+  Handle isend(const void* buf, std::size_t bytes, int peer);
+  Handle irecv(void* buf, std::size_t bytes, int peer);
+  // True once h completed (h is then invalid). Throws on failure.
+  bool test(Handle h);
+  // Polls until every handle completed (or throws Timeout / a failure).
+  void wait_all(const Handle* hs, std::size_t n);
+  void wait(Handle h) { wait_all(&h, 1); }
+
+  // Call after a polling round that completed nothing; resets with progressed().
+  void idle();
+  void progressed() { idle_rounds_ = 0; }
+  double elapsed_s() const;
+
+  // Slot 0: the pipeline engines; slot 1: the calling algorithm (see Scratch).
+  std::byte* scratch(std::size_t bytes, int slot = 0) { return scratch_.get(bytes, slot); }
+
+ private:
+  struct Pending {
+    Handle h;
+    int peer;
+    bool recv;
+  };
+  [[noreturn]] void throw_timeout();
+  void forget(Handle h);
+
+  Transport& t_;
+  int tag_;
+  const char* op_;
+  const FaultHook* hook_;
+  Scratch& scratch_;
+  int rank_, size_;
+  int step_ = 0;
+  unsigned idle_rounds_ = 0;
+  std::chrono::steady_clock::time_point start_, deadline_;
+  std::vector<Pending> pending_;
+};
+
+}  // namespace ftcc::comm

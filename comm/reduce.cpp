@@ -1,0 +1,21 @@
+// reduce: pipelined binomial-tree reduction to root (comm/tree_phases.hpp).
+#include "comm/algorithms.hpp"
+#include "comm/tree_phases.hpp"
+
+namespace ftcc::comm {
+
+void reduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
+            const CollectiveOptions& o) {
+  FTCC_CHECK(root >= 0 && root < comm.size()) << "reduce root " << root << " of " << comm.size();
+  const bool is_root = comm.rank() == root;
+  FTCC_CHECK(!is_root || recv != nullptr) << "reduce: the root needs a receive buffer";
+  if (!send) send = recv;
+  OpContext ctx(comm, "reduce", o.timeout_s);
+  const detail::TreeParams p{o.segment_bytes ? o.segment_bytes : detail::kTreeSegmentBytes,
+                             o.window > 0 ? o.window : detail::kWindow};
+  // Non-roots stage partial results in scratch (acc = nullptr), never in their recv.
+  detail::tree_reduce(ctx, send, is_root ? recv : nullptr, count, dtype, op,
+                      detail::binomial_tree(comm.rank(), comm.size(), root, false), p);
+}
+
+}  // namespace ftcc::comm

@@ -1,0 +1,31 @@
+// reduce_scatter (MPI_Reduce_scatter_block semantics) on the ring reduce-scatter phase:
+// n-1 steps; the partial blocks travel through scratch, block r of the result lands on rank r.
+#include <cstring>
+
+#include "comm/algorithms.hpp"
+#include "comm/ring_phases.hpp"
+
+namespace ftcc::comm {
+
+void reduce_scatter(Communicator& comm, const void* send, void* recv, std::size_t recv_count, DType dtype,
+                    ReduceOp op, const CollectiveOptions& o) {
+  const int n = comm.size(), r = comm.rank();
+  const std::size_t esz = dtype_size(dtype);
+  if (!send) send = recv;
+  OpContext ctx(comm, "reduce_scatter", o.timeout_s);
+  if (recv_count == 0) return;
+  const auto* in = static_cast<const std::byte*>(send);
+  if (n == 1) {
+    if (in != recv) std::memmove(recv, in, recv_count * esz);
+    return;
+  }
+  std::vector<detail::Block> blocks(static_cast<std::size_t>(n));
+  for (std::size_t b = 0; b < blocks.size(); ++b) blocks[b] = {b * recv_count, recv_count};
+  std::byte* work = ctx.scratch(static_cast<std::size_t>(n) * recv_count * esz, 1);
+  detail::ring_reduce_scatter(ctx, in, work, blocks, dtype, op,
+                              {o.segment_bytes ? o.segment_bytes : detail::kRingSegmentBytes,
+                               o.window > 0 ? o.window : detail::kWindow});
+  std::memcpy(recv, work + static_cast<std::size_t>(r) * recv_count * esz, recv_count * esz);
+}
+
+}  // namespace ftcc::comm

@@ -1,0 +1,34 @@
+// Ring allreduce: ring reduce-scatter then ring allgather (comm/ring_phases.hpp), each n-1 steps
+// of one block per rank, segmented and pipelined. Any count: blocks differ by at most one element
+// and may be empty (count < size).
+#include <cstring>
+
+#include "comm/algorithms.hpp"
+#include "comm/blocks.hpp"
+#include "comm/ring_phases.hpp"
+
+namespace ftcc::comm {
+namespace detail {
+
+void ring_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                        std::size_t segment_bytes, int window) {
+  if (count == 0) return;
+  if (ctx.size() == 1) {
+    if (send != recv) std::memcpy(recv, send, count * dtype_size(dtype));
+    return;
+  }
+  const auto blocks = balanced_blocks(count, ctx.size());
+  const RingParams p{segment_bytes ? segment_bytes : kRingSegmentBytes, window > 0 ? window : kWindow};
+  ring_reduce_scatter(ctx, send, recv, blocks, dtype, op, p);  // recv[block rank] is final
+  ring_allgather(ctx, recv, blocks, dtype, p);                 // every block from its owner
+}
+
+}  // namespace detail
+
+void ring_allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                    const CollectiveOptions& o) {
+  OpContext ctx(comm, "ring_allreduce", o.timeout_s);
+  detail::ring_allreduce_run(ctx, send ? send : recv, recv, count, dtype, op, o.segment_bytes, o.window);
+}
+
+}  // namespace ftcc::comm

@@ -1,0 +1,33 @@
+// Tree allreduce: pipelined binomial-tree reduce to rank 0, then pipelined binomial broadcast
+// from rank 0 (comm/tree_phases.hpp). 2 ceil(log2 n) hops: the latency choice for small messages.
+#include <cstring>
+
+#include "comm/algorithms.hpp"
+#include "comm/tree_phases.hpp"
+
+namespace ftcc::comm {
+namespace detail {
+
+void tree_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                        std::size_t segment_bytes, int window) {
+  if (count == 0) return;
+  if (ctx.size() == 1) {
+    if (send != recv) std::memcpy(recv, send, count * dtype_size(dtype));
+    return;
+  }
+  const TreeParams p{segment_bytes ? segment_bytes : kTreeSegmentBytes, window > 0 ? window : kWindow};
+  // Up: every rank with children stages its partial sum in recv (its output buffer anyway).
+  tree_reduce(ctx, send, recv, count, dtype, op, binomial_tree(ctx.rank(), ctx.size(), 0, false), p);
+  // Down: the same tree, largest subtree first.
+  tree_broadcast(ctx, recv, count * dtype_size(dtype), binomial_tree(ctx.rank(), ctx.size(), 0, true), p);
+}
+
+}  // namespace detail
+
+void tree_allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                    const CollectiveOptions& o) {
+  OpContext ctx(comm, "tree_allreduce", o.timeout_s);
+  detail::tree_allreduce_run(ctx, send ? send : recv, recv, count, dtype, op, o.segment_bytes, o.window);
+}
+
+}  // namespace ftcc::comm

@@ -1,0 +1,47 @@
+#include "comm/types.hpp"
+
+#include <string>
+
+#include "base/error.hpp"
+
+namespace ftcc::comm {
+
+const char* to_string(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+  }
+  return "?";
+}
+
+const char* to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::prod: return "prod";
+    case ReduceOp::min: return "min";
+    case ReduceOp::max: return "max";
+  }
+  return "?";
+}
+
+DType parse_dtype(std::string_view s) {
+  if (s == "f32" || s == "float32" || s == "float") return DType::f32;
+  if (s == "f64" || s == "float64" || s == "double") return DType::f64;
+  if (s == "i32" || s == "int32") return DType::i32;
+  if (s == "i64" || s == "int64") return DType::i64;
+  FTCC_CHECK(false) << "unknown dtype '" << std::string(s) << "' (f32, f64, i32, i64)";
+  return DType::f32;
+}
+
+ReduceOp parse_op(std::string_view s) {
+  if (s == "sum") return ReduceOp::sum;
+  if (s == "prod") return ReduceOp::prod;
+  if (s == "min") return ReduceOp::min;
+  if (s == "max") return ReduceOp::max;
+  FTCC_CHECK(false) << "unknown reduction op '" << std::string(s) << "' (sum, prod, min, max)";
+  return ReduceOp::sum;
+}
+
+}  // namespace ftcc::comm

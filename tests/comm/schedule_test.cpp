@@ -1,0 +1,314 @@
+// Schedule tests without MPI: ranks are threads over MemoryTransport (comm/memory_transport.hpp).
+//
+// Inputs are closed-form so every thread knows the expected answer exactly: rank r contributes
+// x[i] = (r + 1) * (i % 7 + 1) (small integers, exact in every dtype, so even float sums are
+// exact in any order), and the sweep covers 1..9 ranks, counts around the rank count, tiny
+// segment sizes (many segments, deep pipelines) and in-place/out-of-place.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm/allreduce_async.hpp"
+#include "comm/collectives.hpp"
+#include "comm/memory_transport.hpp"
+
+namespace {
+
+using namespace ftcc::comm;
+
+// Runs fn on n threads, one Communicator each; rethrows the first exception a thread raised.
+void run_ranks(int n, const std::function<void(Communicator&)>& fn, double timeout_s = 30) {
+  auto world = MemoryWorld::create(n);
+  std::vector<std::thread> threads;
+  std::exception_ptr first;
+  std::mutex mu;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        Communicator comm(world->endpoint(r), CommOptions{timeout_s});
+        fn(comm);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first) first = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+std::int64_t x(int rank, std::size_t i) { return (rank + 1) * static_cast<std::int64_t>(i % 7 + 1); }
+
+std::int64_t expected(ReduceOp op, int n, std::size_t i) {
+  std::int64_t acc = x(0, i);
+  for (int r = 1; r < n; ++r) {
+    const std::int64_t v = x(r, i);
+    switch (op) {
+      case ReduceOp::sum: acc += v; break;
+      case ReduceOp::prod: acc *= v; break;
+      case ReduceOp::min: acc = std::min(acc, v); break;
+      case ReduceOp::max: acc = std::max(acc, v); break;
+    }
+  }
+  return acc;
+}
+
+std::vector<std::size_t> counts_for(int n) {
+  std::vector<std::size_t> c{0, 1, static_cast<std::size_t>(n), static_cast<std::size_t>(n) + 1, 97, 1000};
+  if (n > 1) c.push_back(static_cast<std::size_t>(n) - 1);
+  return c;
+}
+
+using AllreduceFn = void (*)(Communicator&, const void*, void*, std::size_t, DType, ReduceOp,
+                             const CollectiveOptions&);
+
+struct Algo {
+  const char* name;
+  AllreduceFn fn;
+};
+const Algo kAlgos[] = {{"ring", ring_allreduce}, {"tree", tree_allreduce}, {"rhd", rhd_allreduce}};
+
+template <class T>
+void check_allreduce(const Algo& algo, int n, std::size_t count, ReduceOp op, bool in_place, std::size_t seg) {
+  run_ranks(n, [&](Communicator& c) {
+    std::vector<T> in(count), out(count, T(-99));
+    for (std::size_t i = 0; i < count; ++i) in[i] = static_cast<T>(x(c.rank(), i));
+    if (in_place) out = in;
+    CollectiveOptions o;
+    o.segment_bytes = seg;
+    o.window = 2;
+    algo.fn(c, in_place ? nullptr : in.data(), out.data(), count, dtype_of<T>(), op, o);
+    for (std::size_t i = 0; i < count; ++i)
+      ASSERT_EQ(out[i], static_cast<T>(expected(op, n, i)))
+          << algo.name << " n=" << n << " count=" << count << " op=" << to_string(op) << " i=" << i
+          << " rank=" << c.rank() << " in_place=" << in_place << " seg=" << seg;
+  });
+}
+
+TEST(Schedule, AllreduceAllAlgorithmsRanksCounts) {
+  for (const Algo& a : kAlgos)
+    for (int n = 1; n <= 9; ++n)
+      for (std::size_t count : counts_for(n))
+        for (std::size_t seg : {std::size_t{8}, std::size_t{0}}) {
+          check_allreduce<std::int64_t>(a, n, count, ReduceOp::sum, false, seg);
+          check_allreduce<float>(a, n, count, ReduceOp::sum, true, seg);
+        }
+}
+
+TEST(Schedule, AllreduceOpsAndDtypes) {
+  for (const Algo& a : kAlgos)
+    for (int n : {2, 3, 5})
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
+        check_allreduce<std::int32_t>(a, n, 37, op, false, 16);
+        check_allreduce<double>(a, n, 37, op, true, 16);
+      }
+}
+
+TEST(Schedule, AutoAllreduceAndEnvOverride) {
+  for (AllreduceAlgo algo : {AllreduceAlgo::automatic, AllreduceAlgo::ring, AllreduceAlgo::tree, AllreduceAlgo::rhd})
+    run_ranks(4, [&](Communicator& c) {
+      std::vector<std::int64_t> v(50000);
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = x(c.rank(), i);
+      AllreduceOptions o;
+      o.algo = algo;
+      allreduce(c, kInPlace, v.data(), v.size(), DType::i64, ReduceOp::sum, o);
+      for (std::size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], expected(ReduceOp::sum, 4, i));
+    });
+  EXPECT_EQ(parse_allreduce_algo("ring"), AllreduceAlgo::ring);
+  EXPECT_THROW(parse_allreduce_algo("bogus"), ftcc::InvalidArgument);
+}
+
+TEST(Schedule, BroadcastBinomialAndChain) {
+  for (int n = 1; n <= 8; ++n)
+    for (BroadcastAlgo algo : {BroadcastAlgo::binomial, BroadcastAlgo::chain})
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{333}})
+        for (int root : {0, n - 1, n / 2})
+          run_ranks(n, [&](Communicator& c) {
+            std::vector<std::int32_t> v(count, -1);
+            if (c.rank() == root)
+              for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<std::int32_t>(i * 3 + 1);
+            BroadcastOptions o;
+            o.algo = algo;
+            o.segment_bytes = 40;
+            broadcast(c, v.data(), count, DType::i32, root, o);
+            for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(v[i], static_cast<std::int32_t>(i * 3 + 1));
+          });
+}
+
+TEST(Schedule, ReduceToEveryRoot) {
+  for (int n = 1; n <= 7; ++n)
+    for (int root = 0; root < n; ++root)
+      run_ranks(n, [&](Communicator& c) {
+        const std::size_t count = 101;
+        std::vector<std::int64_t> in(count), out(count, -1);
+        for (std::size_t i = 0; i < count; ++i) in[i] = x(c.rank(), i);
+        CollectiveOptions o;
+        o.segment_bytes = 64;
+        reduce(c, in.data(), c.rank() == root ? out.data() : nullptr, count, DType::i64, ReduceOp::sum, root, o);
+        if (c.rank() == root) {
+          for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(out[i], expected(ReduceOp::sum, n, i));
+        }
+      });
+}
+
+TEST(Schedule, ReduceScatterAndAllgather) {
+  for (int n = 1; n <= 8; ++n)
+    for (std::size_t rc : {std::size_t{0}, std::size_t{1}, std::size_t{13}})
+      for (bool in_place : {false, true})
+        run_ranks(n, [&](Communicator& c) {
+          const std::size_t total = rc * static_cast<std::size_t>(n);
+          std::vector<std::int64_t> in(total), out(in_place ? total : rc, -1);
+          for (std::size_t i = 0; i < total; ++i) in[i] = x(c.rank(), i);
+          CollectiveOptions o;
+          o.segment_bytes = 16;
+          if (in_place) {
+            out = in;
+            reduce_scatter(c, kInPlace, out.data(), rc, DType::i64, ReduceOp::max, o);
+          } else {
+            reduce_scatter(c, in.data(), out.data(), rc, DType::i64, ReduceOp::max, o);
+          }
+          for (std::size_t i = 0; i < rc; ++i)
+            ASSERT_EQ(out[i], expected(ReduceOp::max, n, c.rank() * rc + i)) << "n=" << n << " rc=" << rc;
+
+          std::vector<std::int64_t> mine(rc), all(total, -1);
+          for (std::size_t i = 0; i < rc; ++i) mine[i] = c.rank() * 1000 + static_cast<std::int64_t>(i);
+          if (in_place) std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(c.rank() * rc));
+          allgather(c, in_place ? nullptr : mine.data(), all.data(), rc, DType::i64, o);
+          for (int r = 0; r < n; ++r)
+            for (std::size_t i = 0; i < rc; ++i) ASSERT_EQ(all[r * rc + i], r * 1000 + static_cast<std::int64_t>(i));
+        });
+}
+
+TEST(Schedule, BarrierAndBackToBackCollectives) {
+  for (int n : {1, 2, 3, 5, 8})
+    run_ranks(n, [&](Communicator& c) {
+      for (int it = 0; it < 20; ++it) {
+        barrier(c);
+        std::int64_t v = c.rank() + it;
+        ring_allreduce(c, kInPlace, &v, 1, DType::i64, ReduceOp::sum);
+        ASSERT_EQ(v, n * (n - 1) / 2 + n * it);
+      }
+    });
+}
+
+TEST(Schedule, BarrierWaitsForTheLastRank) {
+  std::atomic<int> entered{0};
+  run_ranks(4, [&](Communicator& c) {
+    if (c.rank() == 2) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    entered.fetch_add(1);
+    barrier(c);
+    EXPECT_EQ(entered.load(), 4);
+  });
+}
+
+TEST(Schedule, PointToPoint) {
+  run_ranks(3, [&](Communicator& c) {
+    const int right = (c.rank() + 1) % 3, left = (c.rank() + 2) % 3;
+    double out = c.rank() + 0.5, in = -1;
+    auto r = c.irecv(&in, 1, DType::f64, left, 7);
+    c.send(&out, 1, DType::f64, right, 7);
+    r.wait();
+    EXPECT_EQ(in, left + 0.5);
+  });
+}
+
+TEST(Schedule, NonblockingAllreduceOverlapsOtherCollectives) {
+  run_ranks(4, [&](Communicator& c) {
+    std::vector<std::int64_t> a(5000), b(3000);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = x(c.rank(), i);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = x(c.rank(), i + 1);
+    AllreduceOptions o;
+    o.algo = AllreduceAlgo::ring;
+    o.segment_bytes = 512;
+    auto req = allreduce_async(c, kInPlace, a.data(), a.size(), DType::i64, ReduceOp::sum, o);
+    auto req2 = allreduce_async(c, kInPlace, b.data(), b.size(), DType::i64, ReduceOp::max, o);
+    std::int64_t s = 1;
+    tree_allreduce(c, kInPlace, &s, 1, DType::i64, ReduceOp::sum);  // a blocking one in between
+    EXPECT_EQ(s, 4);
+    req2.wait();
+    req.wait();
+    for (std::size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], expected(ReduceOp::sum, 4, i));
+    for (std::size_t i = 0; i < b.size(); ++i) ASSERT_EQ(b[i], expected(ReduceOp::max, 4, i + 1));
+  });
+}
+
+TEST(Schedule, TimeoutNamesThePeerThatNeverSent) {
+  std::atomic<int> timeouts{0};
+  run_ranks(3, [&](Communicator& c) {
+    if (c.rank() == 2) return;  // never takes part
+    std::vector<float> v(100, 1.0f);
+    CollectiveOptions o;
+    o.timeout_s = 0.3;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      ring_allreduce(c, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
+      ADD_FAILURE() << "no timeout";
+    } catch (const Timeout& e) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_GE(e.waited_s(), 0.3);
+      EXPECT_LT(s, 2.0);
+      EXPECT_EQ(e.op(), "ring_allreduce");
+      ASSERT_FALSE(e.pending_peers().empty());
+      // Rank 0's left neighbour is rank 2, the absent one; rank 1 waits on rank 0.
+      if (c.rank() == 0) {
+        EXPECT_EQ(e.pending_peers().front(), 2) << e.what();
+      }
+      ++timeouts;
+    }
+  });
+  EXPECT_EQ(timeouts.load(), 2);
+}
+
+TEST(Schedule, PeerFailurePropagatesAsProcessFailed) {
+  auto world = MemoryWorld::create(4);
+  std::atomic<int> failed{0};
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 4; ++r)
+    ts.emplace_back([&, r] {
+      Communicator c(world->endpoint(r), CommOptions{10});
+      if (r == 1)
+        c.set_fault_hook([&](const char*, int step) {
+          if (step == 3) {
+            world->mark_failed(1);
+            throw std::runtime_error("rank 1 dies");
+          }
+        });
+      std::vector<std::int64_t> v(4000, 1);
+      CollectiveOptions o;
+      o.segment_bytes = 256;
+      try {
+        ring_allreduce(c, kInPlace, v.data(), v.size(), DType::i64, ReduceOp::sum, o);
+      } catch (const ProcessFailed& e) {
+        ++failed;
+        EXPECT_FALSE(e.failed_ranks().empty());
+        world->mark_failed(r);  // stand-in for revoke: the others stop waiting on this rank too
+      } catch (const std::runtime_error&) {
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(failed.load(), 3);  // every survivor stops with ProcessFailed, none hangs
+}
+
+TEST(Schedule, FaultHookSeesEverySend) {
+  run_ranks(4, [&](Communicator& c) {
+    int calls = 0;
+    c.set_fault_hook([&](const char* op, int step) {
+      EXPECT_STREQ(op, "ring_allreduce");
+      EXPECT_EQ(step, calls);
+      ++calls;
+    });
+    std::vector<float> v(400, 1.0f);
+    CollectiveOptions o;
+    o.segment_bytes = 100;  // 25 floats: 100-float blocks are 4 segments
+    ring_allreduce(c, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
+    EXPECT_EQ(calls, 2 * 3 * 4);  // two phases x (n-1) steps x 4 segments
+  });
+}
+
+}  // namespace
