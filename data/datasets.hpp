@@ -1,0 +1,23 @@
+// data/datasets.hpp: the two data sets shipped in data/datasets/ (scikit-learn, BSD-3; see
+// data/datasets/LICENSE-sklearn).
+//
+//   diabetes: 442 samples x 10 raw features (age, sex, bmi, bp, s1..s6) -> 1 target
+//             (disease progression after one year). Raw, unscaled: standardize before training.
+//   digits:   1797 samples x 64 pixel intensities (0..16, 8x8 images) -> 10 classes, targets
+//             one-hot [1797, 10] (for MSE training) and labels 0..9.
+//
+// The folder is found from $FTCC_DATA_DIR if set, else the installed data directory, else the
+// source tree this library was built from.
+#pragma once
+
+#include <string>
+
+#include "data/dataset.hpp"
+
+namespace ftcc::data {
+
+std::string default_dataset_dir();
+Dataset load_diabetes(const std::string& dir = default_dataset_dir());
+Dataset load_digits(const std::string& dir = default_dataset_dir());
+
+}  // namespace ftcc::data
