@@ -1,0 +1,121 @@
+// Tensor basics: views share storage, autograd bookkeeping (accumulation, zero_grad keeping the
+// buffer, no-grad scope), micro-batch gradients adding up to the batch gradient, errors, Philox.
+#include <gtest/gtest.h>
+
+#include "base/error.hpp"
+#include "tensor/autograd.hpp"
+#include "tensor/ops.hpp"
+#include "tensor/random.hpp"
+#include "test_util.hpp"
+
+namespace ftcc::tensor {
+namespace {
+
+TEST(Tensor, RowViewsShareStorage) {
+  Tensor t = Tensor::zeros({5, 3});
+  Tensor v = t.rows(1, 3);
+  EXPECT_EQ(v.shape(), (Shape{2, 3}));
+  EXPECT_EQ(v.data(), t.data() + 3);
+  v.fill_(7.0);
+  std::vector<float> all = t.to_vector();
+  for (int i = 0; i < 15; ++i) EXPECT_EQ(all[i], (i >= 3 && i < 9) ? 7.0f : 0.0f) << i;
+  EXPECT_EQ(v.rows(1, 2).data(), t.data() + 6);  // views of views keep the offset
+}
+
+TEST(Tensor, CloneAndConversionsCopy) {
+  std::vector<float> vals{1, 2, 3, 4, 5, 6};
+  Tensor t = Tensor::from_vector({2, 3}, std::span<const float>(vals));
+  Tensor c = t.clone();
+  c.fill_(0);
+  EXPECT_EQ(t.to_vector(), vals);
+  Tensor d = t.to(DType::F64);
+  EXPECT_EQ(d.dtype(), DType::F64);
+  EXPECT_EQ(d.to_vector_f64()[5], 6.0);
+}
+
+TEST(Tensor, ErrorsNameTheProblem) {
+  Tensor t = Tensor::zeros({4, 3});
+  EXPECT_THROW(t.rows(2, 5), InvalidArgument);
+  EXPECT_THROW(t.data_as<double>(), InvalidArgument);
+  EXPECT_THROW(Tensor::zeros({1, 1, 1, 1, 1}), InvalidArgument);
+  try {
+    matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 2}));
+    FAIL() << "matmul of mismatched shapes did not throw";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("[2, 3] x [4, 2]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(add(Tensor::zeros({2, 3}), Tensor::zeros({2, 3}, DType::F64)), InvalidArgument);
+}
+
+TEST(Autograd, GradientsAccumulateAndZeroGradKeepsTheBuffer) {
+  Tensor w = test::random_tensor({3, 2}, 1, -1, 1, DType::F32);
+  w.requires_grad_();
+  float* gptr = w.grad().data();
+  Tensor x = test::random_tensor({4, 3}, 2, -1, 1, DType::F32);
+  sum(matmul(x, w)).backward();
+  std::vector<float> once = w.grad().to_vector();
+  sum(matmul(x, w)).backward();
+  std::vector<float> twice = w.grad().to_vector();
+  for (std::size_t i = 0; i < once.size(); ++i) EXPECT_FLOAT_EQ(twice[i], 2 * once[i]);
+  w.zero_grad();
+  EXPECT_EQ(w.grad().data(), gptr);
+  for (float g : w.grad().to_vector()) EXPECT_EQ(g, 0.0f);
+}
+
+TEST(Autograd, NoGradGuardRecordsNothing) {
+  Tensor w = Tensor::zeros({2, 2});
+  w.requires_grad_();
+  {
+    NoGradGuard g;
+    Tensor y = matmul(w, w);
+    EXPECT_FALSE(y.requires_grad());
+  }
+  EXPECT_TRUE(matmul(w, w).requires_grad());
+  Tensor c = Tensor::zeros({1});
+  EXPECT_THROW(c.backward(), InvalidArgument);  // nothing to differentiate
+}
+
+TEST(Autograd, MicroBatchGradientsSumToTheBatchGradient) {
+  // The data-parallel contract: with mse_loss(pred, y, B * outputs) per micro-batch, the sum of
+  // micro-batch gradients equals the gradient of mse_loss over the whole batch of B rows.
+  const std::int64_t B = 23, in = 7, out = 3;
+  Tensor x = test::random_tensor({B, in}, 3, -1, 1), y = test::random_tensor({B, out}, 4, -1, 1);
+  Tensor w = test::random_tensor({out, in}, 5), b = test::random_tensor({out}, 6);
+  w.requires_grad_();
+  b.requires_grad_();
+  mse_loss(tanh(linear(x, w, b)), y).backward();
+  std::vector<double> full_w = w.grad().to_vector_f64(), full_b = b.grad().to_vector_f64();
+  w.zero_grad();
+  b.zero_grad();
+  for (std::int64_t s = 0; s < B; s += 5) {
+    std::int64_t e = std::min(B, s + 5);
+    mse_loss(tanh(linear(x.rows(s, e), w, b)), y.rows(s, e), static_cast<double>(B * out)).backward();
+  }
+  std::vector<double> mw = w.grad().to_vector_f64(), mb = b.grad().to_vector_f64();
+  for (std::size_t i = 0; i < mw.size(); ++i) EXPECT_NEAR(mw[i], full_w[i], 1e-12);
+  for (std::size_t i = 0; i < mb.size(); ++i) EXPECT_NEAR(mb[i], full_b[i], 1e-12);
+}
+
+TEST(Philox, MatchesThePublishedKnownAnswers) {
+  // Random123's kat_vectors for philox4x32_10: counter and key all zero, and all ones.
+  auto zero = Philox(0, 0).block(0);
+  EXPECT_EQ(zero, (std::array<std::uint32_t, 4>{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
+  auto ones = Philox(~0ull, ~0ull).block(~0ull);
+  EXPECT_EQ(ones, (std::array<std::uint32_t, 4>{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
+}
+
+TEST(Philox, BelowIsUnbiasedEnoughAndInRange) {
+  Philox r(42);
+  std::uint64_t pos = 0;
+  std::vector<int> counts(7, 0);
+  for (int i = 0; i < 70000; ++i) {
+    auto v = r.below(7, pos, &pos);
+    ASSERT_LT(v, 7u);
+    ++counts[v];
+  }
+  // Each bin expects 10000 with sd ~93; 5 sd is a band no correct generator leaves.
+  for (int c : counts) EXPECT_NEAR(c, 10000, 470);
+}
+
+}  // namespace
+}  // namespace ftcc::tensor
