@@ -24,19 +24,29 @@ bool is_row_broadcast(const Tensor& a, const Tensor& b) {
   return b.dim() == 1 && a.dim() >= 1 && a.shape().back() == b.size(0) && a.shape() != b.shape();
 }
 
+// GEMM-shaped gradients of a leaf (a parameter) are accumulated by the GEMM itself into the
+// leaf's grad buffer (beta = 1): no temporary, no extra pass to add it. The engine adds whatever a
+// node returns, so returning an undefined tensor for such an input keeps the usual semantics.
+bool accumulates_in_place(const Tensor& in) { return in.is_leaf() && in.grad().defined(); }
+
+// Runs gemm into the leaf's gradient (accumulating) or into a new tensor that is returned.
+Tensor gemm_grad(const Tensor& in, const Tensor& a, bool ta, const Tensor& b, bool tb) {
+  if (accumulates_in_place(in)) {
+    kern::gemm(a, ta, b, tb, in.grad(), nullptr, true);
+    return Tensor();
+  }
+  Tensor g = like(in);
+  kern::gemm(a, ta, b, tb, g, nullptr, false);
+  return g;
+}
+
 class MatmulNode : public Node {
  public:
   std::vector<Tensor> backward(const Tensor& g) override {
     const Tensor &a = inputs[0], &b = inputs[1];
     Tensor ga, gb;
-    if (a.requires_grad()) {  // dA = dC B^T
-      ga = like(a);
-      kern::gemm(g, false, b, true, ga, nullptr, false);
-    }
-    if (b.requires_grad()) {  // dB = A^T dC
-      gb = like(b);
-      kern::gemm(a, true, g, false, gb, nullptr, false);
-    }
+    if (a.requires_grad()) ga = gemm_grad(a, g, false, b, true);  // dA = dC B^T
+    if (b.requires_grad()) gb = gemm_grad(b, a, true, g, false);  // dB = A^T dC
     return {ga, gb};
   }
   const char* name() const override { return "matmul"; }
@@ -127,17 +137,16 @@ class LinearNode : public Node {
   std::vector<Tensor> backward(const Tensor& g) override {
     const Tensor &x = inputs[0], &w = inputs[1];
     Tensor gx, gw, gb;
-    if (x.requires_grad()) {  // dX[b,in] = dY[b,out] W[out,in]
-      gx = like(x);
-      kern::gemm(g, false, w, false, gx, nullptr, false);
-    }
-    if (w.requires_grad()) {  // dW[out,in] = dY^T X
-      gw = like(w);
-      kern::gemm(g, true, x, false, gw, nullptr, false);
-    }
-    if (inputs.size() > 2 && inputs[2].requires_grad()) {  // db = column sums of dY
-      gb = like(inputs[2]);
-      kern::colsum(g, gb, false);
+    if (x.requires_grad()) gx = gemm_grad(x, g, false, w, false);  // dX[b,in] = dY[b,out] W[out,in]
+    if (w.requires_grad()) gw = gemm_grad(w, g, true, x, false);   // dW[out,in] = dY^T X
+    if (inputs.size() > 2 && inputs[2].requires_grad()) {          // db = column sums of dY
+      const Tensor& b = inputs[2];
+      if (accumulates_in_place(b)) {
+        kern::colsum(g, b.grad(), true);
+      } else {
+        gb = like(b);
+        kern::colsum(g, gb, false);
+      }
     }
     if (inputs.size() > 2) return {gx, gw, gb};
     return {gx, gw};
@@ -147,12 +156,21 @@ class LinearNode : public Node {
 
 class MseNode : public Node {
  public:
+  explicit MseNode(double scale) : scale_(scale) {}
   std::vector<Tensor> backward(const Tensor& g) override {
     Tensor gp = like(inputs[0]);
-    kern::mse_backward(inputs[0], inputs[1], g, gp);
+    Tensor gs = g;
+    if (scale_ != 1.0) {
+      gs = like(g);
+      kern::scale_copy(scale_, g, gs);
+    }
+    kern::mse_backward(inputs[0], inputs[1], gs, gp);
     return {gp, Tensor()};
   }
   const char* name() const override { return "mse_loss"; }
+
+ private:
+  double scale_;  // numel / denominator: the kernels compute means
 };
 
 Tensor unary(kern::Unary op, const Tensor& x) {
@@ -248,12 +266,19 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 }
 
 Tensor mse_loss(const Tensor& pred, const Tensor& target) {
+  return mse_loss(pred, target, static_cast<double>(pred.numel()));
+}
+
+Tensor mse_loss(const Tensor& pred, const Tensor& target, double denominator) {
   check_same(pred, target, "mse_loss");
   FTCC_CHECK(pred.numel() == target.numel() && pred.numel() > 0)
       << "mse_loss: prediction " << shape_str(pred.shape()) << ", target " << shape_str(target.shape());
+  FTCC_CHECK(denominator > 0) << "mse_loss: denominator " << denominator;
   Tensor out = scalar_like(pred);
   kern::mse_forward(pred, target, out);
-  if (needs_grad({&pred})) attach(out, std::make_shared<MseNode>(), {pred, target.detach()});
+  double scale = static_cast<double>(pred.numel()) / denominator;
+  if (scale != 1.0) kern::scale_copy(scale, out, out);
+  if (needs_grad({&pred})) attach(out, std::make_shared<MseNode>(scale), {pred, target.detach()});
   return out;
 }
 
