@@ -8,7 +8,7 @@ void reduce(Communicator& comm, const void* send, void* recv, std::size_t count,
             const CollectiveOptions& o) {
   FTCC_CHECK(root >= 0 && root < comm.size()) << "reduce root " << root << " of " << comm.size();
   const bool is_root = comm.rank() == root;
-  FTCC_CHECK(!is_root || recv != nullptr) << "reduce: the root needs a receive buffer";
+  FTCC_CHECK(!is_root || recv != nullptr || count == 0) << "reduce: the root needs a receive buffer";
   if (!send) send = recv;
   OpContext ctx(comm, "reduce", o.timeout_s);
   const detail::TreeParams p{o.segment_bytes ? o.segment_bytes : detail::kTreeSegmentBytes,

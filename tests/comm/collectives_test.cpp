@@ -1,0 +1,411 @@
+// Every ftcc collective against MPI's own on random data, under tools/ftcc-run with 1..8 ranks.
+//
+// Tolerances. Integers and min/max are exact. A float sum over n ranks is a sum of n terms in
+// some order; any order's rounding error is at most (n-1) u sum_i |x_i| (u = eps/2, first order),
+// so ours and MPI's differ by at most 2 (n-1) u sum|x| = (n-1) eps sum|x|; we allow 2 (n-1) eps
+// sum|x| for second-order slack. A float product's relative error is likewise at most (n-1) u per
+// result, so |ours - mpi| <= 2 (n-1) eps |mpi| (inputs in [0.5, 2) keep products far from
+// overflow and denormals). Also checked: all ranks hold bitwise-identical results.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "comm/allreduce_async.hpp"
+#include "comm/collectives.hpp"
+#include "comm/ulfm.hpp"
+
+namespace {
+
+using namespace ftcc::comm;
+
+constexpr std::size_t kBig = (std::size_t{1} << 20) + 3;
+constexpr std::size_t kPrime = 1009;
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return MPI_SUM;
+    case ReduceOp::prod: return MPI_PROD;
+    case ReduceOp::min: return MPI_MIN;
+    case ReduceOp::max: return MPI_MAX;
+  }
+  return MPI_OP_NULL;
+}
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+template <class T>
+std::vector<T> random_input(std::size_t count, ReduceOp op, std::uint64_t seed) {
+  std::mt19937_64 rng(seed * 1000003u + static_cast<std::uint64_t>(world_rank()));
+  std::vector<T> v(count);
+  if constexpr (std::is_floating_point_v<T>) {
+    std::uniform_real_distribution<T> d(op == ReduceOp::prod ? T(0.5) : T(-1), op == ReduceOp::prod ? T(2) : T(1));
+    for (auto& e : v) e = d(rng);
+  } else {
+    const std::int64_t lo = op == ReduceOp::prod ? -2 : -1000000, hi = op == ReduceOp::prod ? 2 : 1000000;
+    std::uniform_int_distribution<std::int64_t> d(lo, hi);
+    for (auto& e : v) e = static_cast<T>(d(rng));
+  }
+  return v;
+}
+
+std::uint64_t fnv(const void* p, std::size_t bytes) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+// Same bits on every rank.
+void expect_identical_on_all_ranks(const void* p, std::size_t bytes, const char* what) {
+  std::uint64_t h = fnv(p, bytes), lo = 0, hi = 0;
+  MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(lo, hi) << what << ": ranks hold different bits";
+}
+
+// Compares ours with MPI's reference; abs_sum[i] = sum over ranks of |x_i| (float sums only).
+template <class T>
+void expect_close(const std::vector<T>& ours, const std::vector<T>& ref, const std::vector<double>& abs_sum,
+                  ReduceOp op, int n, const std::string& what) {
+  ASSERT_EQ(ours.size(), ref.size());
+  int shown = 0;
+  for (std::size_t i = 0; i < ours.size() && shown < 5; ++i) {
+    bool ok;
+    if constexpr (std::is_floating_point_v<T>) {
+      const double eps = std::numeric_limits<T>::epsilon();
+      const double diff = std::abs(static_cast<double>(ours[i]) - static_cast<double>(ref[i]));
+      if (op == ReduceOp::sum)
+        ok = diff <= 2.0 * (n - 1) * eps * abs_sum[i] + std::numeric_limits<T>::denorm_min();
+      else if (op == ReduceOp::prod)
+        ok = diff <= 2.0 * (n - 1) * eps * std::abs(static_cast<double>(ref[i]));
+      else
+        ok = ours[i] == ref[i];
+    } else {
+      ok = ours[i] == ref[i];
+    }
+    if (!ok) {
+      ++shown;
+      ADD_FAILURE() << what << ": element " << i << " ours " << ours[i] << " mpi " << ref[i];
+    }
+  }
+}
+
+template <class T>
+std::vector<double> abs_sums(const std::vector<T>& in, ReduceOp op) {
+  std::vector<double> a(in.size()), s(in.size());
+  if (op != ReduceOp::sum || !std::is_floating_point_v<T>) return s;
+  for (std::size_t i = 0; i < in.size(); ++i) a[i] = std::abs(static_cast<double>(in[i]));
+  MPI_Allreduce(a.data(), s.data(), static_cast<int>(a.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return s;
+}
+
+std::vector<std::size_t> edge_counts() {
+  const std::size_t n = static_cast<std::size_t>(world_size());
+  return {0, 1, n - 1, n, n + 1, kPrime};
+}
+
+class Collectives : public ::testing::Test {
+ protected:
+  Communicator comm = Communicator::duplicate(MPI_COMM_WORLD, CommOptions{60});
+  int n = world_size();
+};
+
+template <class T>
+void allreduce_case(Communicator& comm, AllreduceAlgo algo, std::size_t count, ReduceOp op, bool in_place,
+                    std::size_t seg, std::uint64_t seed) {
+  const DType dt = dtype_of<T>();
+  const auto in = random_input<T>(count, op, seed);
+  std::vector<T> ref(count), ours(count);
+  MPI_Allreduce(in.data(), ref.data(), static_cast<int>(count), mpi_type(dt), mpi_op(op), MPI_COMM_WORLD);
+  AllreduceOptions o;
+  o.algo = algo;
+  o.segment_bytes = seg;
+  if (in_place) ours = in;
+  allreduce(comm, in_place ? kInPlace : in.data(), ours.data(), count, dt, op, o);
+  const std::string what = std::string(to_string(algo)) + " " + to_string(dt) + " " + to_string(op) +
+                           " count=" + std::to_string(count) + (in_place ? " in-place" : "") +
+                           " seg=" + std::to_string(seg);
+  expect_close(ours, ref, abs_sums(in, op), op, comm.size(), what);
+  expect_identical_on_all_ranks(ours.data(), count * sizeof(T), what.c_str());
+}
+
+template <class T>
+void allreduce_sweep(Communicator& comm, AllreduceAlgo algo) {
+  std::uint64_t seed = 1;
+  for (std::size_t count : edge_counts())
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max})
+      for (bool in_place : {false, true})
+        allreduce_case<T>(comm, algo, count, op, in_place, in_place && count == kPrime ? 64 : 0, seed++);
+}
+
+void allreduce_all_dtypes(Communicator& comm, AllreduceAlgo algo) {
+  allreduce_sweep<float>(comm, algo);
+  allreduce_sweep<double>(comm, algo);
+  allreduce_sweep<std::int32_t>(comm, algo);
+  allreduce_sweep<std::int64_t>(comm, algo);
+  // 1 Mi + 3 elements: one op per dtype, so the big case stays cheap.
+  allreduce_case<float>(comm, algo, kBig, ReduceOp::sum, false, 0, 100);
+  allreduce_case<double>(comm, algo, kBig, ReduceOp::prod, true, 0, 101);
+  allreduce_case<std::int32_t>(comm, algo, kBig, ReduceOp::max, false, 0, 102);
+  allreduce_case<std::int64_t>(comm, algo, kBig, ReduceOp::sum, true, 0, 103);
+}
+
+TEST_F(Collectives, RingAllreduce) { allreduce_all_dtypes(comm, AllreduceAlgo::ring); }
+TEST_F(Collectives, TreeAllreduce) { allreduce_all_dtypes(comm, AllreduceAlgo::tree); }
+TEST_F(Collectives, RhdAllreduce) { allreduce_all_dtypes(comm, AllreduceAlgo::rhd); }
+TEST_F(Collectives, AutoAllreduce) {
+  for (std::size_t count : {std::size_t{1}, std::size_t{3000}, std::size_t{300000}, kBig})
+    allreduce_case<float>(comm, AllreduceAlgo::automatic, count, ReduceOp::sum, false, 0, count);
+}
+
+template <class T>
+void broadcast_case(Communicator& comm, BroadcastAlgo algo, std::size_t count, int root, std::size_t seg) {
+  auto v = random_input<T>(count, ReduceOp::sum, 7 + count);
+  auto ref = v;
+  MPI_Bcast(ref.data(), static_cast<int>(count), mpi_type(dtype_of<T>()), root, MPI_COMM_WORLD);
+  BroadcastOptions o;
+  o.algo = algo;
+  o.segment_bytes = seg;
+  broadcast(comm, v.data(), count, dtype_of<T>(), root, o);
+  EXPECT_EQ(std::memcmp(v.data(), ref.data(), count * sizeof(T)), 0)
+      << "broadcast count=" << count << " root=" << root << " algo=" << static_cast<int>(algo);
+}
+
+TEST_F(Collectives, Broadcast) {
+  for (BroadcastAlgo algo : {BroadcastAlgo::binomial, BroadcastAlgo::chain, BroadcastAlgo::automatic})
+    for (int root : {0, n - 1})
+      for (std::size_t count : edge_counts()) {
+        broadcast_case<double>(comm, algo, count, root, count == kPrime ? 64 : 0);
+        broadcast_case<std::int32_t>(comm, algo, count, root, 0);
+      }
+  broadcast_case<float>(comm, BroadcastAlgo::automatic, kBig, n / 2, 0);
+}
+
+template <class T>
+void reduce_case(Communicator& comm, std::size_t count, ReduceOp op, int root, std::uint64_t seed) {
+  const auto in = random_input<T>(count, op, seed);
+  std::vector<T> ref(count), ours(count);
+  MPI_Reduce(in.data(), ref.data(), static_cast<int>(count), mpi_type(dtype_of<T>()), mpi_op(op), root,
+             MPI_COMM_WORLD);
+  CollectiveOptions o;
+  o.segment_bytes = count == kPrime ? 128 : 0;
+  reduce(comm, in.data(), ours.data(), count, dtype_of<T>(), op, root, o);
+  const auto abs = abs_sums(in, op);
+  if (comm.rank() == root) expect_close(ours, ref, abs, op, comm.size(), "reduce");
+}
+
+TEST_F(Collectives, Reduce) {
+  std::uint64_t seed = 500;
+  for (int root : {0, n - 1})
+    for (std::size_t count : edge_counts())
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::min}) {
+        reduce_case<float>(comm, count, op, root, seed++);
+        reduce_case<double>(comm, count, op, root, seed++);
+        reduce_case<std::int32_t>(comm, count, op, root, seed++);
+        reduce_case<std::int64_t>(comm, count, op, root, seed++);
+      }
+  reduce_case<float>(comm, kBig, ReduceOp::sum, n - 1, 9);
+}
+
+template <class T>
+void reduce_scatter_case(Communicator& comm, std::size_t rc, ReduceOp op, bool in_place, std::uint64_t seed) {
+  const std::size_t total = rc * static_cast<std::size_t>(comm.size());
+  const auto in = random_input<T>(total, op, seed);
+  std::vector<T> ref(rc), ours(in_place ? total : rc);
+  MPI_Reduce_scatter_block(in.data(), ref.data(), static_cast<int>(rc), mpi_type(dtype_of<T>()), mpi_op(op),
+                           MPI_COMM_WORLD);
+  CollectiveOptions o;
+  o.segment_bytes = rc == kPrime ? 256 : 0;
+  if (in_place) {
+    ours = in;
+    reduce_scatter(comm, kInPlace, ours.data(), rc, dtype_of<T>(), op, o);
+    ours.resize(rc);
+  } else {
+    reduce_scatter(comm, in.data(), ours.data(), rc, dtype_of<T>(), op, o);
+  }
+  auto abs = abs_sums(in, op);
+  if (!abs.empty()) abs = std::vector<double>(abs.begin() + static_cast<std::ptrdiff_t>(comm.rank() * rc),
+                                              abs.begin() + static_cast<std::ptrdiff_t>((comm.rank() + 1) * rc));
+  expect_close(ours, ref, abs, op, comm.size(), "reduce_scatter rc=" + std::to_string(rc));
+}
+
+TEST_F(Collectives, ReduceScatter) {
+  std::uint64_t seed = 900;
+  for (std::size_t rc : edge_counts())
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::max})
+      for (bool in_place : {false, true}) {
+        reduce_scatter_case<float>(comm, rc, op, in_place, seed++);
+        reduce_scatter_case<double>(comm, rc, op, in_place, seed++);
+        reduce_scatter_case<std::int32_t>(comm, rc, op, in_place, seed++);
+        reduce_scatter_case<std::int64_t>(comm, rc, op, in_place, seed++);
+      }
+  reduce_scatter_case<float>(comm, kBig / static_cast<std::size_t>(n), ReduceOp::sum, false, 1);
+}
+
+template <class T>
+void allgather_case(Communicator& comm, std::size_t count, bool in_place) {
+  const std::size_t total = count * static_cast<std::size_t>(comm.size());
+  const auto mine = random_input<T>(count, ReduceOp::sum, 77 + count);
+  std::vector<T> ref(total), ours(total);
+  MPI_Allgather(mine.data(), static_cast<int>(count), mpi_type(dtype_of<T>()), ref.data(), static_cast<int>(count),
+                mpi_type(dtype_of<T>()), MPI_COMM_WORLD);
+  CollectiveOptions o;
+  o.segment_bytes = count == kPrime ? 100 : 0;
+  if (in_place) {
+    std::copy(mine.begin(), mine.end(), ours.begin() + static_cast<std::ptrdiff_t>(comm.rank() * count));
+    allgather(comm, kInPlace, ours.data(), count, dtype_of<T>(), o);
+  } else {
+    allgather(comm, mine.data(), ours.data(), count, dtype_of<T>(), o);
+  }
+  EXPECT_EQ(std::memcmp(ours.data(), ref.data(), total * sizeof(T)), 0) << "allgather count=" << count;
+}
+
+TEST_F(Collectives, Allgather) {
+  for (std::size_t count : edge_counts())
+    for (bool in_place : {false, true}) {
+      allgather_case<float>(comm, count, in_place);
+      allgather_case<double>(comm, count, in_place);
+      allgather_case<std::int32_t>(comm, count, in_place);
+      allgather_case<std::int64_t>(comm, count, in_place);
+    }
+  allgather_case<float>(comm, kBig / static_cast<std::size_t>(n), false);
+}
+
+TEST_F(Collectives, BarrierWaitsForTheLateRank) {
+  const int late = n - 1;
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (comm.rank() == late) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  barrier(comm);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(s, 0.19) << "left the barrier before rank " << late << " entered";
+  for (int i = 0; i < 50; ++i) barrier(comm);
+}
+
+TEST_F(Collectives, SendRecvRing) {
+  const int right = (comm.rank() + 1) % n, left = (comm.rank() + n - 1) % n;
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, kBig}) {
+    std::vector<float> out(count, static_cast<float>(comm.rank())), in(count, -1.0f);
+    auto r = comm.irecv(in.data(), count, DType::f32, left, 3);
+    comm.send(out.data(), count, DType::f32, right, 3);
+    r.wait();
+    for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(in[i], static_cast<float>(left));
+  }
+}
+
+TEST_F(Collectives, NonblockingAllreduce) {
+  const auto a_in = random_input<double>(kBig, ReduceOp::sum, 31);
+  const auto b_in = random_input<std::int64_t>(5000, ReduceOp::max, 32);
+  std::vector<double> a_ref(kBig), a = a_in;
+  std::vector<std::int64_t> b_ref(5000), b(5000);
+  MPI_Allreduce(a_in.data(), a_ref.data(), static_cast<int>(kBig), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(b_in.data(), b_ref.data(), 5000, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  auto ra = allreduce_async(comm, kInPlace, a.data(), kBig, DType::f64, ReduceOp::sum);
+  auto rb = allreduce_async(comm, b_in.data(), b.data(), 5000, DType::i64, ReduceOp::max);
+  std::int64_t one = 1;
+  allreduce(comm, kInPlace, &one, 1, DType::i64, ReduceOp::sum);  // a blocking collective meanwhile
+  EXPECT_EQ(one, n);
+  rb.wait();
+  ra.wait();
+  expect_close(a, a_ref, abs_sums(a_in, ReduceOp::sum), ReduceOp::sum, n, "async f64");
+  EXPECT_EQ(b, b_ref);
+}
+
+TEST_F(Collectives, RecvFromSilentPeerTimesOut) {
+  if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+  const int silent = n - 1;
+  if (comm.rank() == 0) {
+    float v = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      comm.recv(&v, 1, DType::f32, silent, 5, 0.5);
+      ADD_FAILURE() << "no timeout";
+    } catch (const Timeout& e) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_EQ(e.pending_peers(), std::vector<int>{silent});
+      EXPECT_GE(e.waited_s(), 0.5);
+      EXPECT_LT(s, 3.0);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_F(Collectives, CollectiveWithSilentPeerTimesOut) {
+  if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+  const int silent = n - 1;
+  Communicator side = Communicator::duplicate(MPI_COMM_WORLD);  // left unusable afterwards
+  if (comm.rank() != silent) {
+    std::vector<float> v(1000, 1.0f);
+    CollectiveOptions o;
+    o.timeout_s = 0.5;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      ring_allreduce(side, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
+      ADD_FAILURE() << "no timeout";
+    } catch (const Timeout& e) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_LT(s, 3.0);
+      EXPECT_EQ(e.op(), "ring_allreduce");
+      ASSERT_FALSE(e.pending_peers().empty());
+      if (comm.rank() == 0) {
+        EXPECT_EQ(e.pending_peers().front(), silent) << e.what();  // its left neighbour
+      }
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Run alone with 4 ranks and --ftcc-expect-killed=1: rank 2 SIGKILLs itself from the fault hook
+// in the middle of a ring allreduce; every survivor must leave the collective with FaultDetected
+// quickly (not by Timeout), then revoke so that ranks not adjacent to the dead one stop too.
+TEST(CollectivesKill, RingAllreduceSurvivorsSeeTheFailure) {
+  ASSERT_EQ(world_size(), 4) << "run with 4 ranks";
+  Communicator comm = Communicator::duplicate(MPI_COMM_WORLD, CommOptions{60});
+  if (comm.rank() == 2)
+    comm.set_fault_hook([](const char*, int step) {
+      if (step == 5) std::raise(SIGKILL);
+    });
+  std::vector<float> v(1 << 20, 1.0f);
+  CollectiveOptions o;
+  o.segment_bytes = 16 * 1024;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    ring_allreduce(comm, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
+    ADD_FAILURE() << "the allreduce finished although rank 2 died";
+  } catch (const FaultDetected& e) {
+    revoke(comm.raw());
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 10.0) << "failure took too long to surface";
+  std::printf("[rank %d] saw the failure after %.3f s\n", comm.rank(), s);
+}
+
+}  // namespace
