@@ -171,7 +171,11 @@ tensor::Tensor read_npy(const std::string& path) {
 
 void write_npy(const std::string& path, const tensor::Tensor& t) {
   FTCC_CHECK(t.dim() >= 1 && t.dim() <= 2) << "write_npy: 1-D or 2-D tensors only";
-  std::string shape = "(" + std::to_string(t.size(0)) + (t.dim() == 1 ? "," : ", " + std::to_string(t.size(1))) + ")";
+  std::ostringstream shape_os;  // (a GCC 12 -Wrestrict false positive fires on the string-+ chain)
+  shape_os << '(' << t.size(0) << (t.dim() == 1 ? "," : ", ");
+  if (t.dim() == 2) shape_os << t.size(1);
+  shape_os << ')';
+  std::string shape = shape_os.str();
   std::string header = std::string("{'descr': '") + (t.dtype() == tensor::DType::F32 ? "<f4" : "<f8") +
                        "', 'fortran_order': False, 'shape': " + shape + ", }";
   // Pad so that the data starts on a 64-byte boundary, ending the header with a newline.
