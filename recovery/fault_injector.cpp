@@ -68,7 +68,7 @@ void FaultInjector::fire(FaultSpec& spec) {
   switch (spec.kind) {
     case FaultKind::kill: std::raise(SIGKILL); break;
     case FaultKind::hang: std::raise(SIGSTOP); break;
-    case FaultKind::exit: std::_Exit(17);
+    case FaultKind::exit: std::exit(3);  // atexit handlers run: see ResilientGroup's exit guard
     case FaultKind::delay: break;
   }
 }

@@ -28,7 +28,8 @@ class FaultInjector {
   void at_step(std::int64_t step);
   // Inside a collective or the recovery protocol, before protocol step `protocol_step`
   // (0-based). Fires the current step's spec for this phase once protocol_step >= 1, i.e.
-  // after part of the operation's messages went out (or at the first call of a one-step op).
+  // after part of the operation's messages went out. A rank that sends at most one message
+  // in that operation (a leaf of a broadcast tree) never fires: aim such specs at a sender.
   void in_phase(FaultPhase phase, int protocol_step);
   // Maps a comm hook's op name ("ring_allreduce", "tree_broadcast", ...) to a phase.
   static std::optional<FaultPhase> phase_of_op(const char* op);

@@ -36,7 +36,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 const char* fault_spec_grammar() {
   return "fault spec grammar: KIND:rank=R:step=S[:phase=P][:ms=M]\n"
-         "  KIND  kill (SIGKILL) | hang (SIGSTOP) | delay (sleep ms=M) | exit (_Exit without MPI_Finalize)\n"
+         "  KIND  kill (SIGKILL) | hang (SIGSTOP) | delay (sleep ms=M) | exit (exit(3) without MPI_Finalize)\n"
          "  P     step (default) | allreduce | broadcast | allgather | recovery\n"
          "  e.g.  kill:rank=2:step=40  kill:rank=1:step=10:phase=allreduce  delay:rank=0:step=7:ms=500";
 }

@@ -10,7 +10,7 @@
 //           | ms=M          delay length in milliseconds                              (delay only, required)
 //
 //   kill   SIGKILL itself            hang   SIGSTOP itself (alive but silent: a hang to fence)
-//   delay  sleep M ms, then go on    exit   _Exit(17) without MPI_Finalize
+//   delay  sleep M ms, then go on    exit   std::exit(3) without MPI_Finalize
 //
 // Examples: kill:rank=2:step=40   kill:rank=1:step=10:phase=allreduce   hang:rank=3:step=5
 //           delay:rank=0:step=7:ms=500   exit:rank=2:step=3

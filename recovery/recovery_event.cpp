@@ -1,0 +1,40 @@
+#include "recovery/recovery_event.hpp"
+
+#include <cstdio>
+
+namespace ftcc::recovery {
+
+nlohmann::json RecoveryEvent::to_json() const {
+  nlohmann::json j;
+  j["event"] = "recovery";
+  j["step"] = step;
+  j["failed"] = failed;
+  j["survivors"] = survivors;
+  j["culprits"] = culprits;
+  j["old_size"] = old_size;
+  j["new_size"] = new_size;
+  j["committed_min"] = committed_min;
+  j["committed_max"] = committed_max;
+  j["cause"] = cause;
+  j["attempts"] = attempts;
+  j["detect_ms"] = detect_ms >= 0 ? nlohmann::json(detect_ms) : nlohmann::json(nullptr);
+  j["revoke_ms"] = revoke_ms;
+  j["shrink_ms"] = shrink_ms;
+  j["agree_ms"] = agree_ms;
+  j["resync_ms"] = resync_ms;
+  j["total_ms"] = total_ms;
+  return j;
+}
+
+std::string RecoveryEvent::summary() const {
+  std::string who;
+  for (size_t i = 0; i < culprits.size(); ++i) who += (i ? "; " : "") + culprits[i];
+  char buf[256];
+  std::snprintf(buf, sizeof buf, " at step %lld: %d -> %d ranks in %.1f ms (detect %s, revoke %.1f, shrink %.1f, agree %.1f, resync %.1f)",
+                static_cast<long long>(step), old_size, new_size, total_ms,
+                detect_ms >= 0 ? (std::to_string(static_cast<int>(detect_ms + 0.5)) + " ms").c_str() : "n/a",
+                revoke_ms, shrink_ms, agree_ms, resync_ms);
+  return "recovered from failure of " + who + buf + (attempts > 1 ? " [" + std::to_string(attempts) + " attempts]" : "");
+}
+
+}  // namespace ftcc::recovery

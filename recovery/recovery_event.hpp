@@ -1,0 +1,33 @@
+// recovery/recovery_event.hpp: what one recovery did and how long each phase took.
+//
+// Timeline (ms): the failure (fault time when an injector recorded it, else the first notice)
+//   -> first survivor notices (detect_ms) -> revoke (revoke_ms) -> shrink (shrink_ms)
+//   -> agree on failed set and consistency point (agree_ms) -> re-sync hooks (resync_ms);
+// total_ms spans failure to the end of the hooks. Ranks are in the job's original numbering.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace ftcc::recovery {
+
+struct RecoveryEvent {
+  std::int64_t step = -1;               // step in flight when the failure was noticed
+  std::vector<int> failed;              // original ranks lost in this recovery
+  std::vector<int> survivors;           // original ranks of the new group, in new-rank order
+  std::vector<std::string> culprits;    // "rank 2 on host h pid 1234", one per failed rank
+  int old_size = 0, new_size = 0;
+  int my_old_rank = -1, my_new_rank = -1;
+  std::int64_t committed_min = -1, committed_max = -1;  // agreed consistency point
+  std::string cause;                    // the error that started it (op and message)
+  int attempts = 1;                     // > 1 when a further failure hit the recovery itself
+  double detect_ms = -1, revoke_ms = 0, shrink_ms = 0, agree_ms = 0, resync_ms = 0, total_ms = 0;
+
+  nlohmann::json to_json() const;
+  // One line for humans: "recovered from failure of rank 2 (...) at step 40: 4 -> 3 ranks in 12.3 ms".
+  std::string summary() const;
+};
+
+}  // namespace ftcc::recovery

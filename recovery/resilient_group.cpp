@@ -1,0 +1,332 @@
+#include "recovery/resilient_group.hpp"
+
+#include <netdb.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "base/error.hpp"
+#include "comm/collectives.hpp"
+#include "comm/mpi_check.hpp"
+#include "comm/ulfm.hpp"
+
+namespace ftcc::recovery {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+double ms_between(Steady::time_point a, Steady::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+std::int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Fixed-size record of a rank's identity and heartbeat address, exchanged at start.
+struct WirePeer {
+  char host[64];
+  char ip[48];
+  std::uint32_t port;
+  std::int32_t pid;
+  std::uint64_t start_time;
+  std::int32_t rank;
+  std::int32_t pad;
+};
+static_assert(sizeof(WirePeer) % 8 == 0);
+constexpr size_t kWireWords = sizeof(WirePeer) / 8;
+
+std::string my_hostname() {
+  char buf[64] = {0};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// Address for the heartbeat socket: loopback when the whole job is on this host, else
+// FTCC_OOB_ADDR, else the first non-loopback IPv4 address our hostname resolves to.
+std::string heartbeat_bind_address(bool single_host) {
+  if (single_host) return "127.0.0.1";
+  if (const char* env = std::getenv("FTCC_OOB_ADDR"); env && *env) return env;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* res = nullptr;
+  const std::string host = my_hostname();
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) == 0) {
+    for (addrinfo* p = res; p; p = p->ai_next) {
+      char ip[64];
+      if (getnameinfo(p->ai_addr, p->ai_addrlen, ip, sizeof ip, nullptr, 0, NI_NUMERICHOST) == 0 &&
+          std::strncmp(ip, "127.", 4) != 0) {
+        freeaddrinfo(res);
+        return ip;
+      }
+    }
+    freeaddrinfo(res);
+  }
+  throw ftcc::InvalidArgument("ResilientGroup: the job spans several hosts but hostname '" + host +
+                              "' resolves to no non-loopback IPv4 address for the heartbeat; set "
+                              "FTCC_OOB_ADDR to this host's address on the job's network");
+}
+
+// See "Exit guard" in the header.
+void exit_without_finalize_guard() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return;
+  std::fprintf(stderr, "ftcc: process exiting without MPI_Finalize: turning it into a process failure "
+                       "(SIGKILL) so the survivors can recover\n");
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+}
+
+}  // namespace
+
+ResilientGroup::ResilientGroup(MPI_Comm parent, GroupOptions options) : opt_(std::move(options)) {
+  static const bool guard_installed = std::atexit(exit_without_finalize_guard) == 0;
+  (void)guard_installed;
+  bootstrap(parent);
+}
+
+ResilientGroup::~ResilientGroup() {
+  if (heartbeat_) heartbeat_->stop();
+  if (comm_ && comm_->rank() == 0 && !event_dir_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(event_dir_, ignored);
+  }
+}
+
+void ResilientGroup::bootstrap(MPI_Comm parent) {
+  comm::CommOptions co;
+  co.timeout_s = opt_.comm_timeout_s;
+  comm_ = std::make_unique<comm::Communicator>(comm::Communicator::duplicate(parent, co));
+  my_original_rank_ = comm_->rank();
+  const int n = comm_->size();
+  members_.resize(static_cast<size_t>(n));
+  std::iota(members_.begin(), members_.end(), 0);
+
+  // Job id and heartbeat secret: made by rank 0, shared through our broadcast.
+  std::int64_t words[5] = {0, 0, 0, 0, 0};
+  if (comm_->rank() == 0) {
+    const Secret s = Heartbeat::random_secret();
+    std::memcpy(&words[1], s.data(), s.size());
+    words[0] = static_cast<std::int64_t>(std::hash<std::string>{}(std::string(s.begin(), s.end())) & 0x7fffffffffffffffULL);
+  }
+  comm::broadcast(*comm_, words, 5, comm::DType::i64, 0);
+  job_id_ = static_cast<std::uint64_t>(words[0]);
+  Secret secret{};
+  std::memcpy(secret.data(), &words[1], secret.size());
+
+  // Hostnames first: they decide which address the heartbeat binds to.
+  std::vector<char> hosts(64 * static_cast<size_t>(n), 0);
+  char my_host[64] = {0};
+  std::strncpy(my_host, my_hostname().c_str(), sizeof my_host - 1);
+  comm::allgather(*comm_, my_host, hosts.data(), 8, comm::DType::i64);
+  bool single_host = true;
+  for (int r = 0; r < n; ++r) single_host = single_host && std::strncmp(&hosts[64 * static_cast<size_t>(r)], my_host, 64) == 0;
+
+  if (opt_.hang_timeout.count() > 0) {
+    HeartbeatOptions ho;
+    ho.timeout = opt_.hang_timeout;
+    ho.period = opt_.heartbeat_period.count() > 0
+                    ? opt_.heartbeat_period
+                    : std::clamp(opt_.hang_timeout / 8, std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
+    ho.fence = opt_.fence;
+    heartbeat_ = std::make_unique<Heartbeat>(my_original_rank_, heartbeat_bind_address(single_host), ho);
+  }
+  WirePeer mine{};
+  PeerAddress local;
+  if (heartbeat_) {
+    local = heartbeat_->local_address();
+  } else {
+    local.host = my_host;
+    local.pid = static_cast<int>(getpid());
+    local.start_time = Heartbeat::process_start_time(local.pid);
+  }
+  std::strncpy(mine.host, local.host.c_str(), sizeof mine.host - 1);
+  std::strncpy(mine.ip, local.ip.c_str(), sizeof mine.ip - 1);
+  mine.port = local.port;
+  mine.pid = local.pid;
+  mine.start_time = local.start_time;
+  mine.rank = my_original_rank_;
+  std::vector<WirePeer> all(static_cast<size_t>(n));
+  comm::allgather(*comm_, &mine, all.data(), kWireWords, comm::DType::i64);
+  peers_.clear();
+  for (const auto& w : all) {
+    PeerAddress p;
+    p.rank = w.rank;
+    p.host.assign(w.host, strnlen(w.host, sizeof w.host));
+    p.ip.assign(w.ip, strnlen(w.ip, sizeof w.ip));
+    p.port = static_cast<std::uint16_t>(w.port);
+    p.pid = w.pid;
+    p.start_time = w.start_time;
+    peers_.push_back(p);
+  }
+
+  char dir[64];
+  std::snprintf(dir, sizeof dir, "/tmp/ftcc-job-%016llx", static_cast<unsigned long long>(job_id_));
+  event_dir_ = dir;
+  ::mkdir(event_dir_.c_str(), 0700);
+
+  injector_ = FaultInjector(opt_.faults, my_original_rank_, event_dir_);
+  install_fault_hook();
+
+  if (heartbeat_) {
+    heartbeat_->set_on_suspect([this](const PeerAddress& p, double silent, bool fenced) {
+      std::fprintf(stderr, "ftcc: rank %d (host %s, pid %d) silent for %.1f s at step %lld: %s\n", p.rank,
+                   p.host.c_str(), p.pid, silent, static_cast<long long>(step_),
+                   fenced ? ("fenced (SIGKILL) by rank " + std::to_string(my_original_rank_)).c_str()
+                          : "suspected (fenced by a rank on its host, or by the MPI runtime)");
+    });
+    heartbeat_->start(peers_, secret, job_id_);
+  }
+}
+
+void ResilientGroup::install_fault_hook() {
+  if (!injector_.enabled()) return;  // free when off: no hook at all
+  comm_->set_fault_hook([this](const char* op, int protocol_step) {
+    if (auto phase = FaultInjector::phase_of_op(op)) injector_.in_phase(*phase, protocol_step);
+  });
+}
+
+void ResilientGroup::begin_step(std::int64_t step) {
+  step_ = step;
+  injector_.at_step(step);
+}
+
+const HeartbeatStats ResilientGroup::heartbeat_stats() const { return heartbeat_ ? heartbeat_->stats() : HeartbeatStats{}; }
+
+const RecoveryEvent& ResilientGroup::recover(std::int64_t step, const std::string& cause) {
+  comm::require_ulfm("ResilientGroup::recover");
+  const std::int64_t notice_ns = wall_ns();
+  const auto t_notice = Steady::now();
+  RecoveryEvent ev;
+  ev.step = step;
+  ev.cause = cause;
+  ev.old_size = size();
+  ev.my_old_rank = rank();
+  const std::vector<int> before = members_;
+  std::vector<std::int64_t> table;  // per new rank: original rank, committed step, notice time
+
+  for (int attempt = 1;; ++attempt) {
+    ev.attempts = attempt;
+    injector_.in_phase(FaultPhase::recovery, attempt);
+
+    // 1. revoke: every survivor's pending and future operation on this communicator fails.
+    auto t0 = Steady::now();
+    try {
+      comm::revoke(comm_->raw());
+    } catch (const comm::CommError&) {
+      // already revoked by a peer, or a failure while revoking: shrink will sort it out
+    }
+    auto t1 = Steady::now();
+    ev.revoke_ms += ms_between(t0, t1);
+
+    // 2. shrink: survivors only; learn who they are by translating the new group into the old.
+    MPI_Comm shrunk = MPI_COMM_NULL;
+    try {
+      shrunk = comm::shrink(comm_->raw());
+    } catch (const comm::FaultDetected&) {
+      ev.shrink_ms += ms_between(t1, Steady::now());
+      continue;  // a failure during the shrink itself: try again
+    }
+    auto t2 = Steady::now();
+    ev.shrink_ms += ms_between(t1, t2);
+    std::vector<int> now_members;
+    {
+      MPI_Group old_g, new_g;
+      MPI_Comm_group(comm_->raw(), &old_g);
+      MPI_Comm_group(shrunk, &new_g);
+      int m = 0;
+      MPI_Group_size(new_g, &m);
+      std::vector<int> idx(static_cast<size_t>(m)), old_idx(static_cast<size_t>(m));
+      std::iota(idx.begin(), idx.end(), 0);
+      MPI_Group_translate_ranks(new_g, m, idx.data(), old_g, old_idx.data());
+      for (int o : old_idx) now_members.push_back(members_.at(static_cast<size_t>(o)));
+      MPI_Group_free(&old_g);
+      MPI_Group_free(&new_g);
+    }
+    comm::CommOptions co;
+    co.timeout_s = comm_->timeout_s();
+    comm_ = std::make_unique<comm::Communicator>(shrunk, comm::Communicator::Ownership::take, co);
+    members_ = now_members;
+    install_fault_hook();
+
+    // 3. agree: exchange (original rank, committed step, notice time) with our allgather, then
+    //    confirm with the fault-tolerant MPIX_Comm_agree that every survivor got it.
+    try {
+      const std::int64_t mine[3] = {my_original_rank_, committed_step_, notice_ns};
+      table.assign(3 * static_cast<size_t>(size()), 0);
+      comm::allgather(*comm_, mine, table.data(), 3, comm::DType::i64);
+      comm::agree(comm_->raw(), 1u);
+    } catch (const comm::FaultDetected&) {
+      ev.agree_ms += ms_between(t2, Steady::now());
+      continue;  // another rank died during the agreement: shrink again
+    }
+    auto t3 = Steady::now();
+    ev.agree_ms += ms_between(t2, t3);
+
+    // The event as every survivor sees it.
+    ev.survivors = members_;
+    ev.new_size = size();
+    ev.my_new_rank = rank();
+    ev.failed.clear();
+    for (int r : before)
+      if (std::find(members_.begin(), members_.end(), r) == members_.end()) ev.failed.push_back(r);
+    ev.culprits.clear();
+    for (int r : ev.failed) {
+      const PeerAddress& p = peer(r);
+      ev.culprits.push_back("rank " + std::to_string(r) + " on host " + p.host + " pid " + std::to_string(p.pid));
+      if (heartbeat_) heartbeat_->remove(r);
+    }
+    ev.committed_min = ev.committed_max = table[1];
+    std::int64_t first_notice = table[2];
+    for (int i = 0; i < size(); ++i) {
+      ev.committed_min = std::min(ev.committed_min, table[3 * static_cast<size_t>(i) + 1]);
+      ev.committed_max = std::max(ev.committed_max, table[3 * static_cast<size_t>(i) + 1]);
+      first_notice = std::min(first_notice, table[3 * static_cast<size_t>(i) + 2]);
+    }
+    std::int64_t fault_ns = -1;
+    for (int r : ev.failed)
+      if (auto t = FaultInjector::read_fault_time_ns(event_dir_, r)) fault_ns = fault_ns < 0 ? *t : std::min(fault_ns, *t);
+    ev.detect_ms = fault_ns >= 0 ? static_cast<double>(first_notice - fault_ns) / 1e6 : -1.0;
+
+    // 4. hooks: re-balance and re-sync on the new group.
+    try {
+      for (auto& hook : hooks_) hook(*this, ev);
+    } catch (const comm::FaultDetected&) {
+      ev.resync_ms += ms_between(t3, Steady::now());
+      continue;
+    }
+    auto t4 = Steady::now();
+    ev.resync_ms += ms_between(t3, t4);
+    const std::int64_t origin = fault_ns >= 0 ? fault_ns : first_notice;
+    ev.total_ms = fault_ns >= 0 ? static_cast<double>(wall_ns() - origin) / 1e6
+                                : ms_between(t_notice, t4) + static_cast<double>(notice_ns - first_notice) / 1e6;
+    break;
+  }
+
+  events_.push_back(ev);
+  if (rank() == 0) {
+    if (opt_.verbose) {
+      std::fprintf(stderr, "ftcc: %s\n", ev.summary().c_str());
+      std::fflush(stderr);
+    }
+    if (!opt_.event_log.empty()) {
+      std::ofstream log(opt_.event_log, std::ios::app);
+      log << ev.to_json().dump() << "\n";
+    }
+  }
+  return events_.back();
+}
+
+}  // namespace ftcc::recovery

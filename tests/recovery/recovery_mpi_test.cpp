@@ -1,0 +1,183 @@
+// Multi-rank recovery tests with real processes really killed (SIGKILL), stopped (SIGSTOP),
+// exited without MPI_Finalize, or delayed. Each TEST runs under its own mpirun with the rank
+// count and --ftcc-expect-killed given in tests/recovery/meson.build.
+//
+// Every test runs the same loop: at each step every rank contributes f(original rank, step) to
+// an allreduce (or receives a broadcast) run through ResilientGroup::run, which recovers and
+// retries on the survivors. Each rank computes the expected result from the group's current
+// members, so any lost, doubled or stale contribution fails the check.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "comm/collectives.hpp"
+#include "recovery/resilient_group.hpp"
+
+namespace fr = ftcc::recovery;
+namespace fc = ftcc::comm;
+using namespace std::chrono_literals;
+
+namespace {
+
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+enum class Op { ring, tree, rhd, broadcast };
+
+struct Plan {
+  std::vector<std::string> faults;
+  int steps = 12;
+  Op op = Op::ring;
+  std::size_t count = 4099;  // several ring segments with the small segment size below
+  std::chrono::milliseconds hang_timeout{0};
+};
+
+struct Outcome {
+  int final_size = 0;
+  std::vector<fr::RecoveryEvent> events;
+  double wall_s = 0;
+};
+
+Outcome run_plan(const Plan& plan) {
+  fr::GroupOptions opt;
+  opt.faults = fr::parse_fault_specs(plan.faults);
+  opt.hang_timeout = plan.hang_timeout;
+  opt.comm_timeout_s = 60;
+  fr::ResilientGroup g(MPI_COMM_WORLD, opt);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<double> buf(plan.count);
+  for (int step = 0; step < plan.steps; ++step) {
+    g.begin_step(step);
+    g.run(step, [&](fc::Communicator& c) {
+      const int me = g.original_rank();
+      if (plan.op == Op::broadcast) {
+        const int root = step % c.size();
+        const int root_orig = g.members()[root];
+        for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = c.rank() == root ? root_orig * 1000.0 + step + i : -1.0;
+        fc::BroadcastOptions bo;
+        bo.segment_bytes = 1024;
+        fc::broadcast(c, buf.data(), buf.size(), fc::DType::f64, root, bo);
+        for (std::size_t i = 0; i < buf.size(); i += 97)
+          ASSERT_EQ(buf[i], root_orig * 1000.0 + step + i) << "step " << step << " i " << i;
+        return;
+      }
+      // Integers in doubles: sums are exact whatever the order, so the check is exact.
+      for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = (me + 1) * 10.0 + static_cast<double>(i % 7) + step;
+      fc::AllreduceOptions ao;
+      ao.algo = plan.op == Op::ring ? fc::AllreduceAlgo::ring : plan.op == Op::tree ? fc::AllreduceAlgo::tree
+                                                                                   : fc::AllreduceAlgo::rhd;
+      ao.segment_bytes = 1024;
+      fc::allreduce(c, fc::kInPlace, buf.data(), buf.size(), fc::DType::f64, fc::ReduceOp::sum, ao);
+      double members_sum = 0;
+      for (int r : g.members()) members_sum += (r + 1) * 10.0;
+      const double n = c.size();
+      for (std::size_t i = 0; i < buf.size(); i += 31)
+        ASSERT_EQ(buf[i], members_sum + n * (static_cast<double>(i % 7) + step)) << "step " << step << " i " << i;
+    });
+    g.set_committed_step(step);
+  }
+  Outcome out;
+  out.final_size = g.size();
+  out.events = g.events();
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+std::vector<int> all_failed(const Outcome& o) {
+  std::vector<int> f;
+  for (const auto& e : o.events) f.insert(f.end(), e.failed.begin(), e.failed.end());
+  std::sort(f.begin(), f.end());
+  return f;
+}
+
+TEST(Recovery, KillWhileIdle) {
+  ASSERT_EQ(world_size(), 4);
+  auto o = run_plan({{"kill:rank=2:step=5"}});
+  EXPECT_EQ(o.final_size, 3);
+  ASSERT_EQ(o.events.size(), 1u);
+  EXPECT_EQ(o.events[0].failed, std::vector<int>{2});
+  EXPECT_EQ(o.events[0].survivors, (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(o.events[0].step, 5);
+  EXPECT_EQ(o.events[0].committed_min, 4);
+  EXPECT_GE(o.events[0].detect_ms, 0.0) << "the injector's fault time must be found";
+  EXPECT_NE(o.events[0].culprits[0].find("rank 2 on host"), std::string::npos);
+}
+
+TEST(Recovery, KillInsideRingAllreduce) {
+  auto o = run_plan({{"kill:rank=1:step=4:phase=allreduce"}, 10, Op::ring});
+  EXPECT_EQ(o.final_size, world_size() - 1);
+  EXPECT_EQ(all_failed(o), std::vector<int>{1});
+}
+
+TEST(Recovery, KillInsideTreeAllreduce) {
+  auto o = run_plan({{"kill:rank=3:step=4:phase=allreduce"}, 10, Op::tree});
+  EXPECT_EQ(o.final_size, world_size() - 1);
+  EXPECT_EQ(all_failed(o), std::vector<int>{3});
+}
+
+TEST(Recovery, KillInsideBroadcast) {
+  auto o = run_plan({{"kill:rank=0:step=4:phase=broadcast"}, 10, Op::broadcast});
+  EXPECT_EQ(o.final_size, world_size() - 1);
+  EXPECT_EQ(all_failed(o), std::vector<int>{0});
+}
+
+TEST(Recovery, KillRankZero) {
+  auto o = run_plan({{"kill:rank=0:step=2"}});
+  EXPECT_EQ(o.final_size, world_size() - 1);
+  EXPECT_EQ(all_failed(o), std::vector<int>{0});
+}
+
+TEST(Recovery, KillTwoAtOnce) {
+  auto o = run_plan({{"kill:rank=1:step=3", "kill:rank=3:step=3"}});
+  EXPECT_EQ(o.final_size, world_size() - 2);
+  EXPECT_EQ(all_failed(o), (std::vector<int>{1, 3}));
+}
+
+TEST(Recovery, KillThreeOfFourOneAfterAnother) {
+  ASSERT_EQ(world_size(), 4);
+  auto o = run_plan({{"kill:rank=0:step=2", "kill:rank=3:step=5", "kill:rank=1:step=8"}, 12});
+  EXPECT_EQ(o.final_size, 1) << "the last survivor goes on alone";
+  EXPECT_EQ(o.events.size(), 3u);
+  EXPECT_EQ(all_failed(o), (std::vector<int>{0, 1, 3}));
+}
+
+TEST(Recovery, KillInsideRecovery) {
+  // rank 1 dies at step 4; rank 2 dies inside the recovery that follows.
+  auto o = run_plan({{"kill:rank=1:step=4", "kill:rank=2:step=4:phase=recovery"}});
+  EXPECT_EQ(o.final_size, world_size() - 2);
+  EXPECT_EQ(all_failed(o), (std::vector<int>{1, 2}));
+}
+
+TEST(Recovery, ExitWithoutFinalize) {
+  auto o = run_plan({{"exit:rank=2:step=3"}});
+  EXPECT_EQ(o.final_size, world_size() - 1);
+  EXPECT_EQ(all_failed(o), std::vector<int>{2});
+}
+
+TEST(Recovery, StoppedRankIsFenced) {
+  Plan p{{"hang:rank=2:step=3"}, 8, Op::ring};
+  p.hang_timeout = 1500ms;
+  auto o = run_plan(p);
+  EXPECT_EQ(o.final_size, world_size() - 1);
+  ASSERT_EQ(all_failed(o), std::vector<int>{2});
+  // Detection within the hang timeout plus 1 s (measured from the SIGSTOP).
+  ASSERT_GE(o.events[0].detect_ms, 0.0);
+  EXPECT_LT(o.events[0].detect_ms, 1500.0 + 1000.0);
+}
+
+TEST(Recovery, SlowRankIsNotFenced) {
+  // rank 1 sleeps 3 s in step 2 and 3 (twice the hang timeout); its heartbeat thread goes on.
+  Plan p{{"delay:rank=1:step=2:ms=3000", "delay:rank=1:step=3:ms=3000"}, 6, Op::ring};
+  p.hang_timeout = 1500ms;
+  auto o = run_plan(p);
+  EXPECT_EQ(o.final_size, world_size());
+  EXPECT_TRUE(o.events.empty());
+}
+
+}  // namespace

@@ -1,0 +1,94 @@
+// The exact sum: same bits whatever the grouping and order of the contributions, no overflow at
+// the bound, and precision relative to the largest value as documented in train/exact_sum.hpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "base/error.hpp"
+#include "train/exact_sum.hpp"
+
+namespace ft = ftcc::train;
+
+namespace {
+
+std::vector<std::vector<float>> random_contributions(int n, int len, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<std::vector<float>> c(n, std::vector<float>(len));
+  for (auto& v : c)
+    for (auto& x : v) x = d(gen) * std::pow(10.0f, static_cast<float>(static_cast<int>(gen() % 7) - 3));
+  return c;
+}
+
+// Sum the contributions split into `groups` partial sums (as ranks would), in a given order.
+std::vector<float> grouped_exact_sum(const std::vector<std::vector<float>>& c, int groups, bool reverse) {
+  const size_t len = c[0].size();
+  float m = 0;
+  for (auto& v : c) m = std::max(m, ft::max_abs(v));
+  const int e = ft::exact_sum_exponent(m, static_cast<std::int64_t>(c.size()));
+  std::vector<std::vector<std::int64_t>> partial(groups, std::vector<std::int64_t>(len, 0));
+  for (size_t j = 0; j < c.size(); ++j) {
+    const size_t idx = reverse ? c.size() - 1 - j : j;
+    ft::accumulate_fixed(c[idx], e, partial[idx % groups]);
+  }
+  std::vector<std::int64_t> total(len, 0);
+  for (int g = groups - 1; g >= 0; --g)
+    for (size_t i = 0; i < len; ++i) total[i] += partial[g][i];
+  std::vector<float> out(len);
+  ft::fixed_to_float(total, e, out);
+  return out;
+}
+
+TEST(ExactSum, SameBitsForAnyGroupingAndOrder) {
+  const auto c = random_contributions(24, 1000, 1);
+  const auto ref = grouped_exact_sum(c, 1, false);
+  for (int groups : {2, 3, 4, 7, 24})
+    for (bool rev : {false, true}) {
+      const auto got = grouped_exact_sum(c, groups, rev);
+      ASSERT_EQ(0, std::memcmp(ref.data(), got.data(), ref.size() * sizeof(float))) << groups << " groups";
+    }
+  // Plain float summation is *not* order independent on the same data (why this exists).
+  std::vector<float> fwd(1000, 0.0f), bwd(1000, 0.0f);
+  for (size_t j = 0; j < c.size(); ++j)
+    for (size_t i = 0; i < 1000; ++i) {
+      fwd[i] += c[j][i];
+      bwd[i] += c[c.size() - 1 - j][i];
+    }
+  EXPECT_NE(0, std::memcmp(fwd.data(), bwd.data(), fwd.size() * sizeof(float)));
+}
+
+TEST(ExactSum, AccurateRelativeToTheLargestValue) {
+  const auto c = random_contributions(16, 500, 2);
+  const auto got = grouped_exact_sum(c, 4, false);
+  float m = 0;
+  for (auto& v : c) m = std::max(m, ft::max_abs(v));
+  for (size_t i = 0; i < 500; ++i) {
+    double exact = 0;
+    for (auto& v : c) exact += v[i];
+    // One float rounding of the result plus the quantum (16 * m * 2^-62 ~ 0) per contribution.
+    EXPECT_NEAR(got[i], exact, std::fabs(exact) * 6e-8 + 16 * m * 1e-18) << i;
+  }
+}
+
+TEST(ExactSum, NoOverflowAtTheBound) {
+  // 1000 contributions all at the maximum: the int64 partial sums reach ~2^62 and must not wrap.
+  const int n = 1000;
+  std::vector<std::vector<float>> c(n, std::vector<float>(2, 1.0e30f));
+  c[0][1] = -1.0e30f;
+  const auto got = grouped_exact_sum(c, 5, false);
+  EXPECT_NEAR(got[0], 1.0e33, 1.0e33 * 1e-6);
+  EXPECT_NEAR(got[1], 998.0e30, 998.0e30 * 1e-6);
+}
+
+TEST(ExactSum, ZerosAndNonFinite) {
+  EXPECT_EQ(ft::exact_sum_exponent(0.0f, 10), 0);
+  EXPECT_THROW(ft::exact_sum_exponent(std::nanf(""), 10), ftcc::InvalidArgument);
+  EXPECT_THROW(ft::exact_sum_exponent(INFINITY, 10), ftcc::InvalidArgument);
+}
+
+}  // namespace

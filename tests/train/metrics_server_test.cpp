@@ -1,0 +1,66 @@
+// The metrics endpoint: Prometheus text on GET /metrics, 400/404/405 for the rest, and it keeps
+// serving after hostile input.
+#include <gtest/gtest.h>
+
+#include <utility>
+#include <boost/asio.hpp>
+#include <string>
+
+#include "base/error.hpp"
+#include "train/metrics_server.hpp"
+
+namespace ft = ftcc::train;
+using boost::asio::ip::tcp;
+
+namespace {
+
+std::string exchange(std::uint16_t port, const std::string& request) {
+  boost::asio::io_context io;
+  tcp::socket s(io);
+  s.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
+  boost::asio::write(s, boost::asio::buffer(request));
+  s.shutdown(tcp::socket::shutdown_send);
+  std::string out;
+  boost::system::error_code ec;
+  char buf[4096];
+  for (;;) {
+    size_t n = s.read_some(boost::asio::buffer(buf), ec);
+    out.append(buf, n);
+    if (ec) break;
+  }
+  return out;
+}
+
+TEST(MetricsServer, ServesPrometheusText) {
+  ft::MetricsServer server("127.0.0.1", 0);
+  ft::TrainingMetrics m;
+  m.step = 42;
+  m.world_size = 3;
+  m.recoveries_total = 1;
+  m.last_recovery_ms = 12.5;
+  server.update(m);
+  const auto r = exchange(server.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(r.find("HTTP/1.1 200"), std::string::npos) << r;
+  EXPECT_NE(r.find("text/plain; version=0.0.4"), std::string::npos) << r;
+  EXPECT_NE(r.find("\nftcc_step 42\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("\nftcc_world_size 3\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("# TYPE ftcc_recoveries_total counter"), std::string::npos) << r;
+  EXPECT_NE(r.find("\nftcc_last_recovery_ms 12.5\n"), std::string::npos) << r;
+}
+
+TEST(MetricsServer, RejectsBadRequestsAndKeepsServing) {
+  ft::MetricsServer server("127.0.0.1", 0);
+  EXPECT_NE(exchange(server.port(), "GARBAGE\x01\x02 nonsense\r\n\r\n").find(" 400 "), std::string::npos);
+  EXPECT_NE(exchange(server.port(), "POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n").find(" 405 "), std::string::npos);
+  EXPECT_NE(exchange(server.port(), "GET /admin HTTP/1.1\r\nHost: x\r\n\r\n").find(" 404 "), std::string::npos);
+  EXPECT_NE(exchange(server.port(), "GET /metrics HTTP/1.1\r\nX: " + std::string(20000, 'a') + "\r\n\r\n").find(" 400 "),
+            std::string::npos);
+  EXPECT_GE(server.bad_requests(), 2u);
+  EXPECT_NE(exchange(server.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").find(" 200 "), std::string::npos);
+}
+
+TEST(MetricsServer, BadBindAddressIsAClearError) {
+  EXPECT_THROW(ft::MetricsServer("not-an-ip", 0), ftcc::InvalidArgument);
+}
+
+}  // namespace

@@ -1,0 +1,38 @@
+#include "train/exact_sum.hpp"
+
+#include <cmath>
+
+#include "base/error.hpp"
+
+namespace ftcc::train {
+
+int exact_sum_exponent(float max_abs_value, std::int64_t n_total) {
+  FTCC_CHECK(n_total > 0) << "exact sum over no contributions";
+  FTCC_CHECK(std::isfinite(max_abs_value)) << "gradient is not finite (max |g| = " << max_abs_value
+                                           << "): lower the learning rate or check the data";
+  if (max_abs_value == 0.0f) return 0;
+  int k = 0;
+  // bound = f * 2^k with f in [0.5, 1), so bound < 2^k and n_total*max*2^(62-k) < 2^62.
+  std::frexp(static_cast<double>(max_abs_value) * static_cast<double>(n_total), &k);
+  return 62 - k;
+}
+
+void accumulate_fixed(std::span<const float> values, int e, std::span<std::int64_t> acc) {
+  FTCC_CHECK_EQ(values.size(), acc.size()) << "accumulate_fixed";
+  for (std::size_t i = 0; i < values.size(); ++i)
+    acc[i] += std::llrint(std::ldexp(static_cast<double>(values[i]), e));
+}
+
+void fixed_to_float(std::span<const std::int64_t> acc, int e, std::span<float> out) {
+  FTCC_CHECK_EQ(acc.size(), out.size()) << "fixed_to_float";
+  for (std::size_t i = 0; i < acc.size(); ++i)
+    out[i] = static_cast<float>(std::ldexp(static_cast<double>(acc[i]), -e));
+}
+
+float max_abs(std::span<const float> values) {
+  float m = 0.0f;
+  for (float v : values) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+}  // namespace ftcc::train

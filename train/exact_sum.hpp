@@ -1,0 +1,36 @@
+// train/exact_sum.hpp: an order-independent, bitwise-reproducible sum of float gradients.
+//
+// Float addition is not associative, so a ring allreduce's result depends on the rank count.
+// For --deterministic, every gradient contribution (one per fixed-size micro-batch, the same
+// set whatever the rank count) is turned into 64-bit fixed point at one scale 2^e shared by all
+// ranks, the integers are summed (associative: any order, any rank count, same bits), and the
+// sum is turned back into float once.
+//
+// The scale comes from an allreduce-MAX of |g| (exact, order independent) over every
+// contribution of the bucket: e is the largest exponent with  n_total * max|g| * 2^e < 2^62,
+// so no partial sum can overflow. Precision: each value is rounded to a quantum of
+// 2^-e ~ n_total * max|g| * 2^-62, i.e. about 2e-19 * n_total of the bucket's largest gradient,
+// far below float32's own rounding (6e-8 relative) for every element within ~2^30 of the max;
+// elements smaller than the quantum are flushed to zero (the documented cost).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace ftcc::train {
+
+// Exponent e for a bucket whose largest |value| over all contributions is max_abs, summed over
+// n_total contributions. Returns 0 when max_abs == 0.
+int exact_sum_exponent(float max_abs, std::int64_t n_total);
+
+// acc[i] += round(values[i] * 2^e)   (round half to even: llrint in the default FP mode)
+void accumulate_fixed(std::span<const float> values, int e, std::span<std::int64_t> acc);
+
+// out[i] = float(acc[i] * 2^-e)
+void fixed_to_float(std::span<const std::int64_t> acc, int e, std::span<float> out);
+
+float max_abs(std::span<const float> values);
+
+}  // namespace ftcc::train

@@ -1,0 +1,138 @@
+#include "train/metrics_server.hpp"
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <sstream>
+#include <thread>
+
+#include "base/error.hpp"
+
+namespace ftcc::train {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+}  // namespace
+
+std::string prometheus_text(const TrainingMetrics& m) {
+  std::ostringstream os;
+  auto metric = [&](const char* name, const char* type, const char* help, auto value) {
+    os << "# HELP ftcc_" << name << ' ' << help << "\n# TYPE ftcc_" << name << ' ' << type << "\nftcc_" << name
+       << ' ' << value << "\n";
+  };
+  metric("step", "gauge", "Last completed global training step.", m.step);
+  metric("loss", "gauge", "Training loss of the last step.", m.loss);
+  metric("world_size", "gauge", "Ranks in the current group.", m.world_size);
+  metric("recoveries_total", "counter", "Recoveries from rank failures since start.", m.recoveries_total);
+  metric("last_recovery_ms", "gauge", "Duration of the last recovery in milliseconds.", m.last_recovery_ms);
+  metric("samples_per_second", "gauge", "Training throughput over the last reporting window.", m.samples_per_s);
+  metric("samples_seen_total", "counter", "Samples consumed by committed steps.", m.samples_seen);
+  return os.str();
+}
+
+struct MetricsServer::Impl {
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  std::thread thread;
+  std::mutex mu;
+  TrainingMetrics metrics;
+  std::atomic<std::uint64_t> served{0}, bad{0};
+
+  void accept() {
+    acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+      if (ec == asio::error::operation_aborted) return;
+      if (!ec) serve(std::make_shared<tcp::socket>(std::move(socket)));
+      accept();
+    });
+  }
+
+  struct Conn {
+    beast::tcp_stream stream;
+    beast::flat_buffer buffer{8192};
+    http::request_parser<http::empty_body> parser;
+    http::response<http::string_body> res;
+    explicit Conn(tcp::socket s) : stream(std::move(s)) { parser.header_limit(8192); }
+  };
+
+  void serve(std::shared_ptr<tcp::socket> socket) {
+    auto c = std::make_shared<Conn>(std::move(*socket));
+    c->stream.expires_after(std::chrono::seconds(5));
+    http::async_read(c->stream, c->buffer, c->parser, [this, c](beast::error_code ec, std::size_t) {
+      if (ec == http::error::end_of_stream || ec == beast::error::timeout) return;
+      if (ec) {
+        ++bad;
+        respond(c, http::status::bad_request, "bad request\n", 11);
+        return;
+      }
+      const auto& req = c->parser.get();
+      if (req.method() != http::verb::get && req.method() != http::verb::head) {
+        respond(c, http::status::method_not_allowed, "only GET\n", req.version());
+      } else if (req.target() != "/metrics") {
+        respond(c, http::status::not_found, "try /metrics\n", req.version());
+      } else {
+        TrainingMetrics snap;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          snap = metrics;
+        }
+        ++served;
+        respond(c, http::status::ok, prometheus_text(snap), req.version());
+      }
+    });
+  }
+
+  void respond(const std::shared_ptr<Conn>& c, http::status status, std::string body, unsigned version) {
+    c->res = http::response<http::string_body>(status, version);
+    c->res.set(http::field::server, "ftcc");
+    c->res.set(http::field::content_type, status == http::status::ok ? "text/plain; version=0.0.4" : "text/plain");
+    c->res.keep_alive(false);
+    c->res.body() = std::move(body);
+    c->res.prepare_payload();
+    http::async_write(c->stream, c->res, [c](beast::error_code, std::size_t) {
+      beast::error_code ignored;
+      c->stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    });
+  }
+};
+
+MetricsServer::MetricsServer(const std::string& bind_address, std::uint16_t port) : impl_(std::make_unique<Impl>()) {
+  beast::error_code ec;
+  const auto addr = asio::ip::make_address(bind_address, ec);
+  FTCC_CHECK(!ec) << "--metrics-bind '" << bind_address << "' is not an IP address";
+  const tcp::endpoint ep(addr, port);
+  impl_->acceptor.open(ep.protocol());
+  impl_->acceptor.set_option(asio::socket_base::reuse_address(true));
+  impl_->acceptor.bind(ep, ec);
+  FTCC_CHECK(!ec) << "metrics server cannot bind " << bind_address << ":" << port << ": " << ec.message()
+                  << " (choose another --metrics-port)";
+  impl_->acceptor.listen();
+  impl_->accept();
+  impl_->thread = std::thread([this] { impl_->io.run(); });
+}
+
+MetricsServer::~MetricsServer() {
+  asio::post(impl_->io, [this] {
+    beast::error_code ignored;
+    impl_->acceptor.close(ignored);
+    impl_->io.stop();
+  });
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+std::uint16_t MetricsServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+
+void MetricsServer::update(const TrainingMetrics& m) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->metrics = m;
+}
+
+std::uint64_t MetricsServer::requests_served() const { return impl_->served.load(); }
+std::uint64_t MetricsServer::bad_requests() const { return impl_->bad.load(); }
+
+}  // namespace ftcc::train

@@ -1,0 +1,47 @@
+// train/metrics_server.hpp: Prometheus text-format metrics over HTTP (Boost.Beast), read-only.
+//
+//   GET /metrics  -> 200, text/plain; version=0.0.4, the current values
+//   other paths   -> 404; other methods -> 405; anything unparsable -> 400 (connection closed)
+// Runs on its own thread with its own io_context; one request per connection, bounded request
+// size (8 KiB) and a 5 s read deadline, so a slow or hostile client cannot stall or crash the
+// job. Binds to 127.0.0.1 unless told otherwise. Port 0 picks a free port (see port()).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace ftcc::train {
+
+struct TrainingMetrics {
+  std::int64_t step = 0;
+  double loss = 0;
+  int world_size = 0;
+  std::int64_t recoveries_total = 0;
+  double last_recovery_ms = 0;
+  double samples_per_s = 0;
+  std::int64_t samples_seen = 0;
+};
+
+// The Prometheus exposition text for m (all series prefixed ftcc_).
+std::string prometheus_text(const TrainingMetrics& m);
+
+class MetricsServer {
+ public:
+  MetricsServer(const std::string& bind_address, std::uint16_t port);
+  ~MetricsServer();
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  std::uint16_t port() const;
+  void update(const TrainingMetrics& m);
+  std::uint64_t requests_served() const;
+  std::uint64_t bad_requests() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ftcc::train
