@@ -28,8 +28,10 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
                T* __restrict__ c, const T* __restrict__ bias, bool accumulate) {
   constexpr int TX = BN / TN, TY = BM / TM, NT = TX * TY;
   static_assert((BM * BK) % NT == 0 && (BK * BN) % NT == 0, "tile loads must divide evenly");
-  __shared__ T As[BK][BM];
-  __shared__ T Bs[BK][BN];
+  // +1 column: the tile stores of a non-contiguous operand (A untransposed, B transposed) walk k
+  // fastest, i.e. down a column; the padding puts those 16 or 8 words in different banks.
+  __shared__ T As[BK][BM + 1];
+  __shared__ T Bs[BK][BN + 1];
   const int tid = threadIdx.x;
   const int tx = tid % TX, ty = tid / TX;
   const i64 row0 = static_cast<i64>(blockIdx.y) * BM, col0 = static_cast<i64>(blockIdx.x) * BN;
