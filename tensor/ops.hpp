@@ -27,6 +27,11 @@ Tensor sigmoid(const Tensor& x);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // mean((pred - target)^2) over all elements; target never receives a gradient.
 Tensor mse_loss(const Tensor& pred, const Tensor& target);
+// sum((pred - target)^2) / denominator. For micro-batches: with denominator = (global batch rows)
+// x (outputs), the gradients of the micro-batches of one global batch *add up* to the gradient of
+// mse_loss over the whole batch, so a trainer can sum micro-batch gradients (and allreduce-sum
+// across ranks) without rescaling.
+Tensor mse_loss(const Tensor& pred, const Tensor& target, double denominator);
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
