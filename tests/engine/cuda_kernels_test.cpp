@@ -98,8 +98,14 @@ TEST_F(CudaKernels, GemmAllTransposesBiasAndAccumulate) {
   struct Case { std::int64_t m, n, k; };
   // Primes and off-by-one sizes around both tile configurations, plus the large-tile path
   // (m * n >= 2^24) with a small k to keep the CPU reference cheap.
-  for (Case c : {Case{1, 1, 1}, Case{17, 31, 13}, Case{64, 64, 16}, Case{65, 129, 33}, Case{300, 7, 200},
-                 Case{4099, 4097, 3}}) {
+  std::vector<Case> cases{Case{1, 1, 1}, Case{17, 31, 13}, Case{64, 64, 16}, Case{65, 129, 33}, Case{300, 7, 200},
+                          Case{4099, 4097, 3}};
+  Philox shapes(2024);  // plus random shapes in [1, 300]^3, the same on every run
+  for (std::uint64_t i = 0; i < 6; ++i)
+    cases.push_back({1 + static_cast<std::int64_t>(shapes.bits(3 * i) % 300),
+                     1 + static_cast<std::int64_t>(shapes.bits(3 * i + 1) % 300),
+                     1 + static_cast<std::int64_t>(shapes.bits(3 * i + 2) % 300)});
+  for (Case c : cases) {
     for (int variant = 0; variant < 8; ++variant) {
       bool ta = variant & 1, tb = variant & 2, acc = variant & 4;
       SCOPED_TRACE(::testing::Message() << c.m << "x" << c.n << "x" << c.k << " ta=" << ta << " tb=" << tb << " acc=" << acc);
