@@ -16,6 +16,10 @@ inline constexpr std::size_t kRingSegmentBytes = 128 * 1024;
 inline constexpr std::size_t kTreeSegmentBytes = 64 * 1024;
 inline constexpr std::size_t kChainSegmentBytes = 128 * 1024;
 inline constexpr int kWindow = 4;
+// Default segments per block (ring) or per message (trees) at most; see pick_segment_bytes.
+inline constexpr std::size_t kMaxRingSegments = 4;
+inline constexpr std::size_t kMaxTreeSegments = 4;
+inline constexpr std::size_t kMaxChainSegments = 8;
 // rhd_allreduce exchanges whole vectors (recursive doubling) up to this size.
 inline constexpr std::size_t kRecursiveDoublingBytes = 4 * 1024;
 

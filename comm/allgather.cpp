@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "comm/algorithms.hpp"
+#include "comm/blocks.hpp"
 #include "comm/ring_phases.hpp"
 
 namespace ftcc::comm {
@@ -18,7 +19,8 @@ void allgather(Communicator& comm, const void* send, void* recv, std::size_t sen
   std::vector<detail::Block> blocks(static_cast<std::size_t>(n));
   for (std::size_t b = 0; b < blocks.size(); ++b) blocks[b] = {b * send_count, send_count};
   detail::ring_allgather(ctx, recv, blocks, dtype,
-                         {o.segment_bytes ? o.segment_bytes : detail::kRingSegmentBytes,
+                         {detail::pick_segment_bytes(o.segment_bytes, detail::kRingSegmentBytes,
+                                                          send_count * esz, detail::kMaxRingSegments),
                           o.window > 0 ? o.window : detail::kWindow});
 }
 

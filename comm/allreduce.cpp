@@ -27,9 +27,18 @@ AllreduceAlgo parse_allreduce_algo(std::string_view s) {
   return AllreduceAlgo::automatic;
 }
 
+// Measured with ftcc-bench on 3 and 4 ranks (docs/collectives.md, "Measured"):
+//   < 512 B        rhd (recursive doubling: log2 n exchanges, the fewest latencies)
+//   < 4 KiB        rhd on 2^k ranks; tree otherwise (the fold costs rhd two extra hops)
+//   < 128 KiB      tree (one or two segments; 1.6x MPI at 8-32 KiB on 4 ranks)
+//   < 4 MiB        rhd (2 log2 n large messages, fewest handshakes)
+//   >= 4 MiB       ring (bandwidth-optimal and pipelined; ties rhd on 4 ranks, beats it on 3)
 AllreduceAlgo select_allreduce_algo(std::size_t bytes, int ranks) {
-  (void)ranks;
-  if (bytes < (std::size_t{1} << 20)) return AllreduceAlgo::rhd;
+  const bool pow2 = ranks > 0 && (ranks & (ranks - 1)) == 0;
+  if (bytes < 512) return AllreduceAlgo::rhd;
+  if (bytes < 4 * 1024) return pow2 ? AllreduceAlgo::rhd : AllreduceAlgo::tree;
+  if (bytes < 128 * 1024) return AllreduceAlgo::tree;
+  if (bytes < 4 * 1024 * 1024) return AllreduceAlgo::rhd;
   return AllreduceAlgo::ring;
 }
 

@@ -32,6 +32,17 @@ inline std::size_t segments_for(std::size_t max_count, std::size_t elem_size, st
   return std::max<std::size_t>(1, (max_count + seg_elems - 1) / seg_elems);
 }
 
+// The segment size an algorithm uses: the caller's if given (tests use tiny ones), else `floor`
+// raised so that a transfer of `bytes` takes at most `max_segments` segments. Every message costs
+// a rendezvous handshake, which is cheap with a core per rank but can cost a scheduler time
+// slice when ranks share cores, so the default keeps the message count bounded while still
+// pipelining a few segments (docs/collectives.md has the measurements).
+inline std::size_t pick_segment_bytes(std::size_t requested, std::size_t floor, std::size_t bytes,
+                                      std::size_t max_segments) {
+  if (requested) return requested;
+  return std::max(floor, (bytes + max_segments - 1) / max_segments);
+}
+
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
 }  // namespace ftcc::comm::detail

@@ -1,6 +1,7 @@
 // broadcast: binomial tree below kChainBroadcastBytes (ceil(log2 n) hops), pipelined chain above
 // it (n-1 hops, but every link busy at once: time ~ bytes/bandwidth + (n-2) segments).
 #include "comm/algorithms.hpp"
+#include "comm/blocks.hpp"
 #include "comm/tree_phases.hpp"
 
 namespace ftcc::comm {
@@ -14,7 +15,8 @@ void broadcast(Communicator& comm, void* buf, std::size_t count, DType dtype, in
   const bool chain = algo == BroadcastAlgo::chain;
   OpContext ctx(comm, chain ? "chain_broadcast" : "binomial_broadcast", o.timeout_s);
   const detail::TreeParams p{
-      o.segment_bytes ? o.segment_bytes : (chain ? detail::kChainSegmentBytes : detail::kTreeSegmentBytes),
+      chain ? detail::pick_segment_bytes(o.segment_bytes, detail::kChainSegmentBytes, bytes, detail::kMaxChainSegments)
+            : detail::pick_segment_bytes(o.segment_bytes, detail::kTreeSegmentBytes, bytes, detail::kMaxTreeSegments),
       o.window > 0 ? o.window : detail::kWindow};
   const auto tree = chain ? detail::chain_tree(comm.rank(), comm.size(), root)
                           : detail::binomial_tree(comm.rank(), comm.size(), root, true);

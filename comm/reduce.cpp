@@ -1,5 +1,6 @@
 // reduce: pipelined binomial-tree reduction to root (comm/tree_phases.hpp).
 #include "comm/algorithms.hpp"
+#include "comm/blocks.hpp"
 #include "comm/tree_phases.hpp"
 
 namespace ftcc::comm {
@@ -11,8 +12,10 @@ void reduce(Communicator& comm, const void* send, void* recv, std::size_t count,
   FTCC_CHECK(!is_root || recv != nullptr || count == 0) << "reduce: the root needs a receive buffer";
   if (!send) send = recv;
   OpContext ctx(comm, "reduce", o.timeout_s);
-  const detail::TreeParams p{o.segment_bytes ? o.segment_bytes : detail::kTreeSegmentBytes,
-                             o.window > 0 ? o.window : detail::kWindow};
+  const detail::TreeParams p{
+      detail::pick_segment_bytes(o.segment_bytes, detail::kTreeSegmentBytes, count * dtype_size(dtype),
+                                 detail::kMaxTreeSegments),
+      o.window > 0 ? o.window : detail::kWindow};
   // Non-roots stage partial results in scratch (acc = nullptr), never in their recv.
   detail::tree_reduce(ctx, send, is_root ? recv : nullptr, count, dtype, op,
                       detail::binomial_tree(comm.rank(), comm.size(), root, false), p);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "comm/algorithms.hpp"
+#include "comm/blocks.hpp"
 #include "comm/ring_phases.hpp"
 
 namespace ftcc::comm {
@@ -23,7 +24,8 @@ void reduce_scatter(Communicator& comm, const void* send, void* recv, std::size_
   for (std::size_t b = 0; b < blocks.size(); ++b) blocks[b] = {b * recv_count, recv_count};
   std::byte* work = ctx.scratch(static_cast<std::size_t>(n) * recv_count * esz, 1);
   detail::ring_reduce_scatter(ctx, in, work, blocks, dtype, op,
-                              {o.segment_bytes ? o.segment_bytes : detail::kRingSegmentBytes,
+                              {detail::pick_segment_bytes(o.segment_bytes, detail::kRingSegmentBytes,
+                                                          recv_count * esz, detail::kMaxRingSegments),
                                o.window > 0 ? o.window : detail::kWindow});
   std::memcpy(recv, work + static_cast<std::size_t>(r) * recv_count * esz, recv_count * esz);
 }

@@ -18,7 +18,9 @@ void ring_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_
     return;
   }
   const auto blocks = balanced_blocks(count, ctx.size());
-  const RingParams p{segment_bytes ? segment_bytes : kRingSegmentBytes, window > 0 ? window : kWindow};
+  const std::size_t block_bytes = blocks[0].count * dtype_size(dtype);  // the largest block
+  const RingParams p{pick_segment_bytes(segment_bytes, kRingSegmentBytes, block_bytes, kMaxRingSegments),
+                     window > 0 ? window : kWindow};
   ring_reduce_scatter(ctx, send, recv, blocks, dtype, op, p);  // recv[block rank] is final
   ring_allgather(ctx, recv, blocks, dtype, p);                 // every block from its owner
 }

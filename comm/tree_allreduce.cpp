@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "comm/algorithms.hpp"
+#include "comm/blocks.hpp"
 #include "comm/tree_phases.hpp"
 
 namespace ftcc::comm {
@@ -15,7 +16,9 @@ void tree_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_
     if (send != recv) std::memcpy(recv, send, count * dtype_size(dtype));
     return;
   }
-  const TreeParams p{segment_bytes ? segment_bytes : kTreeSegmentBytes, window > 0 ? window : kWindow};
+  const TreeParams p{
+      pick_segment_bytes(segment_bytes, kTreeSegmentBytes, count * dtype_size(dtype), kMaxTreeSegments),
+      window > 0 ? window : kWindow};
   // Up: every rank with children stages its partial sum in recv (its output buffer anyway).
   tree_reduce(ctx, send, recv, count, dtype, op, binomial_tree(ctx.rank(), ctx.size(), 0, false), p);
   // Down: the same tree, largest subtree first.

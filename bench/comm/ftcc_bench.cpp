@@ -319,7 +319,9 @@ int main(int argc, char** argv) {
   app.add_option("--min-time-s", cfg.min_time_s, "raise the iteration count until a size takes this long");
   app.add_option("-d,--dtype", cfg.dtype, "f32|f64|i32|i64");
   app.add_option("-o,--redop", cfg.redop, "sum|prod|min|max");
-  app.add_option("-c,--check", cfg.check, "verify each algorithm before timing (0/1)");
+  app.add_option("-c,--check", cfg.check, "verify each algorithm before timing: -c, -c 1 (default) or -c 0")
+      ->expected(0, 1)
+      ->default_str("1");
   app.add_option("--json", cfg.json, "also write the results as JSON to this path (rank 0)");
   app.add_option("--segment-bytes", cfg.segment_bytes, "ftcc pipeline segment size (0: default)");
   app.add_option("--window", cfg.window, "ftcc segments in flight (0: default)");
