@@ -29,6 +29,7 @@ FaultInjector::FaultInjector(const std::vector<FaultSpec>& specs, int original_r
 
 void FaultInjector::at_step(std::int64_t step) {
   step_ = step;
+  calls_.fill(0);
   if (mine_.empty()) return;
   for (size_t i = 0; i < mine_.size(); ++i)
     if (!fired_[i] && mine_[i].step == step && mine_[i].phase == FaultPhase::step) {
@@ -39,8 +40,13 @@ void FaultInjector::at_step(std::int64_t step) {
 
 void FaultInjector::in_phase(FaultPhase phase, int protocol_step) {
   if (mine_.empty()) return;
+  (void)protocol_step;
+  // Inside collectives: count this step's sends of the phase and die before the second, so at
+  // least one message went out (a rank that sends once per collective dies in the next one).
+  const int calls = ++calls_[static_cast<int>(phase)];
+  if (phase != FaultPhase::recovery && calls < 2) return;
   for (size_t i = 0; i < mine_.size(); ++i)
-    if (!fired_[i] && mine_[i].step == step_ && mine_[i].phase == phase && protocol_step >= 1) {
+    if (!fired_[i] && mine_[i].step == step_ && mine_[i].phase == phase) {
       fired_[i] = true;
       fire(mine_[i]);
     }

@@ -7,6 +7,7 @@
 // hosts the figure is only as good as their clock sync). Each spec fires once.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,10 +27,10 @@ class FaultInjector {
 
   // Start of step `step`: fires phase=step specs for it; remembers the step for in_phase().
   void at_step(std::int64_t step);
-  // Inside a collective or the recovery protocol, before protocol step `protocol_step`
-  // (0-based). Fires the current step's spec for this phase once protocol_step >= 1, i.e.
-  // after part of the operation's messages went out. A rank that sends at most one message
-  // in that operation (a leaf of a broadcast tree) never fires: aim such specs at a sender.
+  // Inside a collective (comm's fault hook, called before each send) or the recovery protocol.
+  // A collective-phase spec of the current step fires before the second send of that phase in
+  // the step, i.e. after part of the step's messages went out (a rank that sends once per
+  // collective dies in the step's next collective). A recovery-phase spec fires at once.
   void in_phase(FaultPhase phase, int protocol_step);
   // Maps a comm hook's op name ("ring_allreduce", "tree_broadcast", ...) to a phase.
   static std::optional<FaultPhase> phase_of_op(const char* op);
@@ -45,6 +46,7 @@ class FaultInjector {
   int rank_ = -1;
   std::string event_dir_;
   std::int64_t step_ = -1;
+  std::array<int, 5> calls_{};  // hook calls per phase in the current step
 };
 
 }  // namespace ftcc::recovery

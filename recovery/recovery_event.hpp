@@ -21,6 +21,7 @@ struct RecoveryEvent {
   int old_size = 0, new_size = 0;
   int my_old_rank = -1, my_new_rank = -1;
   std::int64_t committed_min = -1, committed_max = -1;  // agreed consistency point
+  std::vector<std::int64_t> committed;  // last committed step of each new rank
   std::string cause;                    // the error that started it (op and message)
   int attempts = 1;                     // > 1 when a further failure hit the recovery itself
   double detect_ms = -1, revoke_ms = 0, shrink_ms = 0, agree_ms = 0, resync_ms = 0, total_ms = 0;

@@ -106,6 +106,11 @@ ResilientGroup::~ResilientGroup() {
 }
 
 void ResilientGroup::bootstrap(MPI_Comm parent) {
+  // A send abandoned after a failure can complete with an error later, when no communicator is
+  // attached to it any more; MPI raises such errors on MPI_COMM_SELF (MPI-4) or MPI_COMM_WORLD,
+  // whose default handler aborts the process. Make them return instead.
+  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   comm::CommOptions co;
   co.timeout_s = opt_.comm_timeout_s;
   comm_ = std::make_unique<comm::Communicator>(comm::Communicator::duplicate(parent, co));
@@ -288,6 +293,8 @@ const RecoveryEvent& ResilientGroup::recover(std::int64_t step, const std::strin
       ev.culprits.push_back("rank " + std::to_string(r) + " on host " + p.host + " pid " + std::to_string(p.pid));
       if (heartbeat_) heartbeat_->remove(r);
     }
+    ev.committed.assign(static_cast<size_t>(size()), 0);
+    for (int i = 0; i < size(); ++i) ev.committed[static_cast<size_t>(i)] = table[3 * static_cast<size_t>(i) + 1];
     ev.committed_min = ev.committed_max = table[1];
     std::int64_t first_notice = table[2];
     for (int i = 0; i < size(); ++i) {

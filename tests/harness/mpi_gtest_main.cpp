@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
   int expect_killed = 0;
   for (int i = 1; i < argc; ++i)
     if (std::strncmp(argv[i], "--ftcc-expect-killed=", 21) == 0) expect_killed = std::atoi(argv[i] + 21);

@@ -1,0 +1,114 @@
+// ftcc-train: train a model with data parallelism that survives the death of ranks.
+//
+//   tools/ftcc-run -n 4 build/tools/ftcc-train --dataset digits --layers 64,64,10 --epochs 20 \
+//       --inject kill:rank=2:step=40
+//
+// Exit status: 0 on success (also after recoveries), 2 for bad flags or configuration (one
+// clear line naming the problem), 1 for anything else.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "base/error.hpp"
+#include "comm/errors.hpp"
+#include "recovery/fault_spec.hpp"
+#include "recovery/resilient_group.hpp"
+#include "train/dp_trainer.hpp"
+#include "train/train_config.hpp"
+
+namespace {
+
+// Before MPI_Init the rank is only known from the launcher's environment.
+bool first_rank() {
+  const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!r) r = std::getenv("PMI_RANK");
+  return !r || std::string(r) == "0";
+}
+
+void add_flags(CLI::App& app, ftcc::train::TrainConfig& c) {
+  app.add_option("--parallel", c.parallel, "dp (data parallel); pp and tp: model parallel")
+      ->check(CLI::IsMember({"dp", "pp", "tp"}));
+  app.add_option("--layers", c.layers, "layer widths, input first, output last (e.g. 64,64,10)")->delimiter(',');
+  app.add_option("--activation", c.activation, "relu | tanh | sigmoid")->check(CLI::IsMember({"relu", "tanh", "sigmoid"}));
+  app.add_option("--dataset", c.dataset, "diabetes | digits | synthetic:N:IN:OUT | PATH.csv[.gz] | PATH.npy");
+  app.add_option("--epochs", c.epochs, "epochs to train (default 10 when --steps is not given)");
+  app.add_option("--steps", c.steps, "global steps to train instead of --epochs");
+  app.add_option("--batch", c.batch, "global batch size (split over the ranks)");
+  app.add_option("--micro-batch", c.micro_batch, "micro-batch size: the unit of the data split and of --deterministic");
+  app.add_option("--lr", c.lr, "learning rate");
+  app.add_option("--optimizer", c.optimizer, "sgd | adam | adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  app.add_option("--momentum", c.momentum, "SGD momentum");
+  app.add_option("--weight-decay", c.weight_decay, "weight decay (decoupled for adamw)");
+  app.add_option("--seed", c.seed, "seed of the weights, the split and the data order");
+  app.add_option("--device", c.device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_flag("--deterministic", c.deterministic,
+               "bitwise-identical final weights for any rank count and any failures (exact fixed-point gradient sums)");
+  app.add_option("--on-failure", c.on_failure,
+                 "keep-global-batch (default) | keep-local-batch (global batch shrinks with the world from the next epoch)")
+      ->check(CLI::IsMember({"keep-global-batch", "keep-local-batch"}));
+  app.add_option("--inject", c.inject,
+                 std::string("inject a fault (repeatable). ") + ftcc::recovery::fault_spec_grammar());
+  app.add_option("--hang-timeout", c.hang_timeout_s, "seconds of heartbeat silence before a rank is fenced (0 = off)");
+  app.add_option("--checkpoint-dir", c.checkpoint_dir, "folder for checkpoints");
+  app.add_option("--checkpoint-every", c.checkpoint_every, "write a checkpoint every N steps");
+  app.add_option("--resume", c.resume, "resume from the newest valid checkpoint in this folder");
+  app.add_option("--log-json", c.log_json, "append one JSON object per step and per event to this file");
+  app.add_option("--metrics-port", c.metrics_port, "serve Prometheus metrics on this port (0 = any free port)");
+  app.add_option("--metrics-bind", c.metrics_bind, "address the metrics server binds to");
+  app.add_flag("--quiet", c.quiet, "only recoveries and the summary line");
+  app.add_option("--log-every", c.log_every, "print a line every N steps when stdout is not a terminal");
+  app.add_option("--held-out", c.held_out, "fraction of the data kept for the eval metric");
+  app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size in MiB");
+  app.add_option("--micro-batches", c.micro_batches, "pipeline micro-batches (--parallel pp)");
+  app.add_option("--replicas", c.replicas, "buddy replicas of each rank's state (pp/tp)");
+  app.add_option("--replicate-every", c.replicate_every, "refresh the buddy replicas every N steps (pp/tp)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ftcc::train::TrainConfig cfg;
+  CLI::App app{"ftcc-train: data-parallel training that survives failed ranks (run it under tools/ftcc-run)"};
+  add_flags(app, cfg);
+  try {
+    app.parse(argc, argv);
+    cfg.validate();
+    if (cfg.parallel != "dp")
+      throw ftcc::InvalidArgument("--parallel " + cfg.parallel +
+                                  ": model-parallel training is not available in this version; use --parallel dp");
+  } catch (const CLI::CallForHelp&) {
+    if (first_rank()) std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (first_rank()) std::fprintf(stderr, "ftcc-train: %s (see --help)\n", e.what());
+    return 2;
+  } catch (const ftcc::InvalidArgument& e) {
+    if (first_rank()) std::fprintf(stderr, "ftcc-train: %s\n", e.what());
+    return 2;
+  }
+
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rc = 0;
+  try {
+    ftcc::recovery::GroupOptions go;
+    go.hang_timeout = std::chrono::milliseconds(static_cast<long long>(cfg.hang_timeout_s * 1000));
+    go.faults = ftcc::recovery::parse_fault_specs(cfg.inject);
+    go.verbose = false;  // the trainer's log prints each recovery
+    ftcc::recovery::ResilientGroup group(MPI_COMM_WORLD, go);
+    ftcc::train::train_data_parallel(cfg, group);
+  } catch (const ftcc::InvalidArgument& e) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) std::fprintf(stderr, "ftcc-train: %s\n", e.what());
+    rc = 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ftcc-train: error: %s\n", e.what());
+    rc = 1;
+  }
+  MPI_Finalize();
+  return rc;
+}

@@ -1,0 +1,129 @@
+#include "train/checkpoint_store.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "base/error.hpp"
+#include "optim/checkpoint.hpp"
+#include "train/state_hash.hpp"
+
+namespace ftcc::train {
+namespace fs = std::filesystem;
+namespace {
+
+std::string stem_of(std::int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "ckpt-%010lld", static_cast<long long>(step));
+  return buf;
+}
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+std::string file_sha256(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  FTCC_CHECK(in.good()) << "cannot read " << path;
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return to_hex(sha256_of_bytes(std::as_bytes(std::span<const char>(bytes))));
+}
+
+}  // namespace
+
+CheckpointStore::CheckpointStore(std::string dir) : dir_(std::move(dir)) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  FTCC_CHECK(!ec && fs::is_directory(dir_)) << "--checkpoint-dir '" << dir_ << "' cannot be created: " << ec.message();
+}
+
+std::string CheckpointStore::save(const CheckpointInfo& info, const nn::Module& model, const optim::Optimizer& opt) const {
+  const std::string stem = (fs::path(dir_) / stem_of(info.step)).string();
+  const std::string data_path = stem + ".safetensors", meta_path = stem + ".json";
+  const std::string tmp_data = data_path + ".tmp";
+  optim::save_checkpoint(tmp_data, model, &opt,
+                         {{"step", std::to_string(info.step)}, {"config_hash", info.config_hash}});
+  fsync_path(tmp_data);
+  fs::rename(tmp_data, data_path);
+  nlohmann::json j{{"format", "ftcc-train-checkpoint-1"},
+                   {"step", info.step},
+                   {"epoch", info.epoch},
+                   {"cursor_step", info.cursor_step},
+                   {"samples_seen", info.samples_seen},
+                   {"world_size", info.world_size},
+                   {"seed", info.seed},
+                   {"config_hash", info.config_hash},
+                   {"file", fs::path(data_path).filename().string()},
+                   {"sha256", file_sha256(data_path)}};
+  const std::string tmp_meta = meta_path + ".tmp";
+  {
+    std::ofstream out(tmp_meta, std::ios::trunc);
+    out << j.dump(1) << "\n";
+    FTCC_CHECK(out.good()) << "cannot write " << tmp_meta;
+  }
+  fsync_path(tmp_meta);
+  fs::rename(tmp_meta, meta_path);
+  fsync_path(dir_);
+  return data_path;
+}
+
+std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<void(const std::string&)>& skipped) const {
+  std::vector<fs::path> metas;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const auto name = e.path().filename().string();
+    if (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".json") metas.push_back(e.path());
+  }
+  FTCC_CHECK(!ec) << "cannot list checkpoint folder '" << dir_ << "': " << ec.message();
+  std::sort(metas.rbegin(), metas.rend());
+  for (const auto& m : metas) {
+    auto skip = [&](const std::string& why) {
+      if (skipped) skipped(m.string() + ": " + why);
+    };
+    try {
+      std::ifstream in(m);
+      const auto j = nlohmann::json::parse(in);
+      if (j.value("format", "") != "ftcc-train-checkpoint-1") {
+        skip("not an ftcc training checkpoint");
+        continue;
+      }
+      CheckpointInfo info;
+      info.step = j.at("step").get<std::int64_t>();
+      info.epoch = j.at("epoch").get<std::int64_t>();
+      info.cursor_step = j.at("cursor_step").get<std::int64_t>();
+      info.samples_seen = j.at("samples_seen").get<std::int64_t>();
+      info.world_size = j.at("world_size").get<int>();
+      info.seed = j.at("seed").get<std::uint64_t>();
+      info.config_hash = j.at("config_hash").get<std::string>();
+      info.path = (m.parent_path() / j.at("file").get<std::string>()).string();
+      if (!fs::exists(info.path)) {
+        skip("its data file " + info.path + " is missing");
+        continue;
+      }
+      if (file_sha256(info.path) != j.at("sha256").get<std::string>()) {
+        skip("checksum mismatch: " + info.path + " is corrupt or truncated");
+        continue;
+      }
+      return info;
+    } catch (const std::exception& e) {
+      skip(std::string("unreadable metadata (") + e.what() + ")");
+    }
+  }
+  return std::nullopt;
+}
+
+void CheckpointStore::load(const CheckpointInfo& info, nn::Module& model, optim::Optimizer& opt) {
+  optim::load_checkpoint(info.path, model, &opt);
+}
+
+}  // namespace ftcc::train

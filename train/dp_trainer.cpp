@@ -1,0 +1,317 @@
+#include "train/dp_trainer.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "base/error.hpp"
+#include "comm/collectives.hpp"
+#include "comm/errors.hpp"
+#include "data/sampler.hpp"
+#include "nn/sequential.hpp"
+#include "optim/adam.hpp"
+#include "optim/sgd.hpp"
+#include "tensor/autograd.hpp"
+#include "tensor/ops.hpp"
+#include "train/checkpoint_store.hpp"
+#include "train/gradient_reducer.hpp"
+#include "train/metrics_server.hpp"
+#include "train/run_log.hpp"
+#include "train/state_hash.hpp"
+#include "train/training_data.hpp"
+
+namespace ftcc::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fc = ftcc::comm;
+
+nn::Activation activation_of(const std::string& a) {
+  if (a == "tanh") return nn::Activation::Tanh;
+  if (a == "sigmoid") return nn::Activation::Sigmoid;
+  return nn::Activation::ReLU;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::NamedTensors& params) {
+  if (c.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = c.lr, .momentum = c.momentum,
+                                                                   .weight_decay = c.weight_decay});
+  if (c.optimizer == "adamw") return std::make_unique<optim::Adam>(params, optim::adamw_options(c.lr, c.weight_decay));
+  return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = c.lr, .weight_decay = c.weight_decay});
+}
+
+// All ranks compare a 256-bit value; returns the ranks whose value differs from rank 0's.
+std::vector<int> ranks_differing(fc::Communicator& comm, const Digest& mine) {
+  std::int64_t words[4];
+  std::memcpy(words, mine.data(), sizeof words);
+  std::vector<std::int64_t> all(4 * static_cast<size_t>(comm.size()));
+  fc::allgather(comm, words, all.data(), 4, fc::DType::i64);
+  std::vector<int> bad;
+  for (int r = 1; r < comm.size(); ++r)
+    if (!std::equal(all.begin() + 4 * r, all.begin() + 4 * r + 4, all.begin())) bad.push_back(r);
+  return bad;
+}
+
+// The training state that must be identical on every rank, as one broadcast.
+struct Progress {
+  data::Cursor cursor;
+  std::int64_t step = 0;          // global steps committed
+  std::int64_t samples_seen = 0;
+};
+
+void broadcast_state(fc::Communicator& comm, int root, nn::Module& model, optim::Optimizer& opt, Progress& p) {
+  std::int64_t head[4] = {p.cursor.epoch, p.cursor.step, p.step, p.samples_seen};
+  fc::broadcast(comm, head, 4, fc::DType::i64, root);
+  p = Progress{{head[0], head[1]}, head[2], head[3]};
+  auto send_list = [&](const nn::NamedTensors& list) {
+    auto bytes = nn::pack_bytes(list);
+    FTCC_CHECK(bytes.size() % 4 == 0) << "state bytes not a multiple of 4";
+    fc::broadcast(comm, bytes.data(), bytes.size() / 4, fc::DType::i32, root);
+    if (comm.rank() != root) nn::unpack_bytes(list, bytes);
+  };
+  send_list(model.named_parameters());
+  send_list(opt.state_dict());
+}
+
+double mse_on(nn::Module& model, const data::Dataset& d, tensor::Device dev) {
+  tensor::NoGradGuard no_grad;
+  std::vector<std::int64_t> ids(static_cast<size_t>(d.size()));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i);
+  auto b = d.gather(ids, dev);
+  return tensor::mse_loss(model(b.x), b.y).item();
+}
+
+double accuracy_on(nn::Module& model, const data::Dataset& d, tensor::Device dev) {
+  tensor::NoGradGuard no_grad;
+  std::vector<std::int64_t> ids(static_cast<size_t>(d.size()));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i);
+  auto b = d.gather(ids, dev);
+  const auto pred = data::argmax_rows(model(b.x).to(tensor::Device::CPU));
+  std::int64_t ok = 0;
+  for (size_t i = 0; i < pred.size(); ++i) ok += pred[i] == d.labels[i];
+  return static_cast<double>(ok) / static_cast<double>(pred.size());
+}
+
+}  // namespace
+
+nlohmann::json TrainSummary::to_json() const {
+  nlohmann::json rec = nlohmann::json::array();
+  for (const auto& e : recoveries) rec.push_back(e.to_json());
+  return {{"final_loss", final_loss},
+          {"last_step_loss", last_step_loss},
+          {"eval_metric", eval_metric},
+          {"eval_name", eval_name},
+          {"steps", steps},
+          {"epochs", epochs},
+          {"world_size_initial", world_size_initial},
+          {"world_size_final", world_size_final},
+          {"samples_seen", samples_seen},
+          {"recoveries", rec},
+          {"param_sha256", param_sha256},
+          {"samples_per_s", samples_per_s},
+          {"wall_s", wall_s}};
+}
+
+TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGroup& g) {
+  cfg.validate();
+  FTCC_CHECK(cfg.parallel == "dp") << "train_data_parallel called with --parallel " << cfg.parallel;
+  const auto t_start = Clock::now();
+  const tensor::Device dev = cfg.device == "cuda" ? tensor::Device::CUDA : tensor::Device::CPU;
+
+  // Ranks started with different configurations would train different models: refuse.
+  const std::string canon = cfg.canonical();
+  const Digest cfg_hash = sha256_of_bytes(std::as_bytes(std::span<const char>(canon.data(), canon.size())));
+  if (auto bad = ranks_differing(g.comm(), cfg_hash); !bad.empty())
+    throw ftcc::InvalidArgument("ranks were started with different configurations: rank " +
+                                std::to_string(g.members()[static_cast<size_t>(bad[0])]) +
+                                " differs from rank " + std::to_string(g.members()[0]) +
+                                " (start every rank with the same ftcc-train flags)");
+
+  TrainingData td = load_training_data(cfg.dataset, cfg.seed, cfg.held_out);
+  std::vector<std::int64_t> widths = cfg.layers;
+  if (widths.empty()) widths = {td.train.num_features(), 64, td.train.num_targets()};
+  FTCC_CHECK(widths.front() == td.train.num_features())
+      << "--layers starts with " << widths.front() << " but dataset '" << cfg.dataset << "' has "
+      << td.train.num_features() << " features";
+  FTCC_CHECK(widths.back() == td.train.num_targets())
+      << "--layers ends with " << widths.back() << " but dataset '" << cfg.dataset << "' has "
+      << td.train.num_targets() << " target columns";
+
+  auto model = nn::mlp(widths, activation_of(cfg.activation), cfg.seed);
+  if (dev == tensor::Device::CUDA) model->to(dev);
+  const nn::NamedTensors params = model->named_parameters();
+  auto opt = make_optimizer(cfg, params);
+  GradientReducer reducer(nn::gradients_of(params), static_cast<std::size_t>(cfg.bucket_mb * 1024 * 1024));
+
+  const int n0 = g.initial_size();
+  std::int64_t global_batch = cfg.batch;
+  auto make_sampler = [&](std::int64_t b) {
+    return std::make_unique<data::DistributedSampler>(
+        data::SamplerOptions{.num_samples = td.train.size(), .global_batch = b, .seed = cfg.seed,
+                             .micro_batch = std::min(cfg.micro_batch, b)});
+  };
+  auto sampler = make_sampler(global_batch);
+  Progress p;
+
+  RunLog log(cfg, g, sampler->steps_per_epoch());
+  std::unique_ptr<CheckpointStore> store;
+  if (!cfg.checkpoint_dir.empty()) store = std::make_unique<CheckpointStore>(cfg.checkpoint_dir);
+
+  // Resume: rank 0 finds the newest valid checkpoint and loads it; everyone gets it by broadcast.
+  if (!cfg.resume.empty()) {
+    std::int64_t found = 0;
+    if (g.rank() == 0) {
+      CheckpointStore from(cfg.resume);
+      auto info = from.newest_valid([&](const std::string& why) { log.note("skipping checkpoint " + why); });
+      if (info) {
+        CheckpointStore::load(*info, *model, *opt);  // throws naming the tensor if it does not fit
+        p = Progress{{info->epoch, info->cursor_step}, info->step, info->samples_seen};
+        log.note("resumed from " + info->path + " (step " + std::to_string(info->step) + ")");
+        found = 1;
+      }
+    }
+    fc::broadcast(g.comm(), &found, 1, fc::DType::i64, 0);
+    FTCC_CHECK(found == 1) << "--resume '" << cfg.resume << "': no valid checkpoint found there";
+    broadcast_state(g.comm(), 0, *model, *opt, p);
+  }
+  if (auto bad = ranks_differing(g.comm(), sha256_of(params)); !bad.empty())
+    throw ftcc::Error("initial parameters differ between ranks (rank " + std::to_string(bad[0]) + ")");
+  g.set_committed_step(p.step - 1);
+
+  std::unique_ptr<MetricsServer> metrics;
+  TrainingMetrics m;
+  auto serve_metrics = [&] {
+    if (cfg.metrics_port >= 0 && g.rank() == 0 && !metrics) {
+      metrics = std::make_unique<MetricsServer>(cfg.metrics_bind, static_cast<std::uint16_t>(cfg.metrics_port));
+      log.note("metrics on http://" + cfg.metrics_bind + ":" + std::to_string(metrics->port()) + "/metrics");
+    }
+  };
+  serve_metrics();
+
+  // Recovery hook: roll the survivors forward to the most advanced committed state, then check.
+  g.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) {
+    if (ev.committed_min != ev.committed_max) {
+      int root = 0;
+      while (ev.committed[static_cast<size_t>(root)] != ev.committed_max) ++root;
+      broadcast_state(grp.comm(), root, *model, *opt, p);
+    }
+    if (auto bad = ranks_differing(grp.comm(), sha256_of(params)); !bad.empty())
+      throw ftcc::Error("parameters differ between survivors after recovery (rank " + std::to_string(bad[0]) + ")");
+    grp.set_committed_step(p.step - 1);
+    if (cfg.on_failure == "keep-local-batch") {
+      // The global batch follows the world size from the next epoch on, so the epoch in flight
+      // keeps its exactly-once split.
+      global_batch = std::max<std::int64_t>(1, cfg.batch * grp.size() / n0);
+    }
+  });
+
+  auto done = [&] {
+    return cfg.steps > 0 ? p.step >= cfg.steps : p.cursor.epoch >= (cfg.epochs > 0 ? cfg.epochs : 10);
+  };
+  const std::int64_t outputs = widths.back();
+  double last_loss = 0;
+  std::int64_t window_samples = 0;
+  auto window_start = Clock::now();
+
+  while (!done()) {
+    if (p.cursor.step == 0 && sampler->options().global_batch != global_batch) sampler = make_sampler(global_batch);
+    g.begin_step(p.step);
+    try {
+      const auto range = sampler->rank_range(p.cursor.step, g.size(), g.rank());
+      const auto ids = sampler->rank_ids(p.cursor, g.size(), g.rank());
+      const std::int64_t B = sampler->batch_size(p.cursor.step);
+      const double denom = static_cast<double>(B * outputs);
+      double stats[2] = {0.0, static_cast<double>(ids.size())};  // loss part, samples
+      opt->zero_grad();
+      if (!ids.empty()) {
+        auto b = td.train.gather(ids, dev);
+        if (!cfg.deterministic) {
+          auto loss = tensor::mse_loss((*model)(b.x), b.y, denom);
+          loss.backward();
+          stats[0] = loss.item();
+        }
+        if (cfg.deterministic) {
+          // One contribution per fixed micro-batch of the global batch (independent of ranks).
+          std::vector<std::vector<float>> parts;
+          const std::int64_t mb = sampler->options().micro_batch;
+          const std::int64_t first = range.begin;
+          for (std::int64_t s = range.begin; s < range.end; s += mb) {
+            const std::int64_t e = std::min(s + mb, range.end);
+            opt->zero_grad();
+            auto loss = tensor::mse_loss((*model)(b.x.rows(s - first, e - first)), b.y.rows(s - first, e - first), denom);
+            loss.backward();
+            stats[0] += loss.item();
+            parts.push_back(reducer.snapshot());
+          }
+          reducer.exact_sum(g.comm(), parts, sampler->micro_batches(p.cursor.step));
+        }
+      } else if (cfg.deterministic) {
+        reducer.exact_sum(g.comm(), {}, sampler->micro_batches(p.cursor.step));
+      }
+      if (!cfg.deterministic) reducer.sum(g.comm());
+      fc::allreduce(g.comm(), fc::kInPlace, stats, 2, fc::DType::f64, fc::ReduceOp::sum);
+      // Commit: the allreduce completed, so this rank holds the full gradient of step p.step.
+      opt->step();
+      last_loss = stats[0];
+      const auto samples = static_cast<std::int64_t>(stats[1] + 0.5);
+      FTCC_CHECK(samples == B) << "step " << p.step << " consumed " << samples << " samples, batch is " << B;
+      p.samples_seen += samples;
+      window_samples += samples;
+      p.cursor = sampler->next(p.cursor);
+      ++p.step;
+      g.set_committed_step(p.step - 1);
+    } catch (const fc::FaultDetected& e) {
+      const auto& ev = g.recover(p.step, e.what());
+      log.recovery(ev);
+      m.recoveries_total = static_cast<std::int64_t>(g.events().size());
+      m.last_recovery_ms = ev.total_ms;
+      serve_metrics();
+      continue;
+    }
+    const double window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
+    const double sps = window_s > 0 ? static_cast<double>(window_samples) / window_s : 0;
+    log.step(p.step, p.cursor.epoch, last_loss, sps);
+    if (window_s > 1.0) {
+      window_samples = 0;
+      window_start = Clock::now();
+    }
+    if (metrics) {
+      m.step = p.step;
+      m.loss = last_loss;
+      m.world_size = g.size();
+      m.samples_per_s = sps;
+      m.samples_seen = p.samples_seen;
+      metrics->update(m);
+    }
+    if (store && cfg.checkpoint_every > 0 && p.step % cfg.checkpoint_every == 0 && g.rank() == 0) {
+      CheckpointInfo info{p.step, p.cursor.epoch, p.cursor.step, p.samples_seen, g.size(), cfg.seed,
+                          to_hex(cfg_hash), ""};
+      log.checkpoint(p.step, store->save(info, *model, *opt));
+    }
+  }
+
+  TrainSummary s;
+  s.final_loss = mse_on(*model, td.train, dev);
+  s.last_step_loss = last_loss;
+  s.eval_name = td.classification ? "accuracy" : "mse";
+  s.eval_metric = td.classification ? accuracy_on(*model, td.test, dev) : mse_on(*model, td.test, dev);
+  s.steps = p.step;
+  s.epochs = p.cursor.epoch;
+  s.world_size_initial = n0;
+  s.world_size_final = g.size();
+  s.samples_seen = p.samples_seen;
+  s.recoveries = g.events();
+  s.param_sha256 = to_hex(sha256_of(params));
+  s.wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+  s.samples_per_s = s.wall_s > 0 ? static_cast<double>(s.samples_seen) / s.wall_s : 0;
+  log.finish(s.to_json());
+  return s;
+}
+
+}  // namespace ftcc::train

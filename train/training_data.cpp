@@ -1,0 +1,116 @@
+#include "train/training_data.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <vector>
+
+#include "base/error.hpp"
+#include "data/datasets.hpp"
+#include "data/table.hpp"
+#include "tensor/random.hpp"
+
+namespace ftcc::train {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::int64_t parse_positive(const std::string& spec, const std::string& field, const char* what) {
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(field.data(), field.data() + field.size(), v);
+  FTCC_CHECK(ec == std::errc() && p == field.data() + field.size() && v > 0)
+      << "--dataset '" << spec << "': " << what << " '" << field << "' is not a positive integer "
+      << "(expected synthetic:N:IN:OUT)";
+  return v;
+}
+
+data::Dataset synthetic(const std::string& spec, std::uint64_t seed) {
+  std::vector<std::string> f;
+  size_t start = 0;
+  for (;;) {
+    auto pos = spec.find(':', start);
+    f.push_back(spec.substr(start, pos - start));
+    if (pos == std::string::npos) break;
+    start = pos + 1;
+  }
+  FTCC_CHECK(f.size() == 4) << "--dataset '" << spec << "': expected synthetic:N:IN:OUT";
+  const auto n = parse_positive(spec, f[1], "N"), in = parse_positive(spec, f[2], "IN"),
+             out = parse_positive(spec, f[3], "OUT");
+  FTCC_CHECK(n * in <= (std::int64_t{1} << 31)) << "--dataset '" << spec << "' is too large";
+  tensor::Philox xs(seed, 101), ws(seed, 102);
+  std::vector<float> x(static_cast<size_t>(n * in)), y(static_cast<size_t>(n * out)), w(static_cast<size_t>(in * out));
+  // Box-Muller on Philox uniforms: identical on every platform.
+  auto normal = [](const tensor::Philox& g, std::uint64_t i) {
+    const double u1 = std::max(g.uniform_f64(2 * i), 1e-300), u2 = g.uniform_f64(2 * i + 1);
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+  };
+  for (size_t i = 0; i < x.size(); ++i) x[i] = normal(xs, i);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = normal(ws, i) / std::sqrt(static_cast<float>(in));
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t o = 0; o < out; ++o) {
+      double acc = 0;
+      for (std::int64_t k = 0; k < in; ++k) acc += static_cast<double>(x[r * in + k]) * w[o * in + k];
+      y[r * out + o] = static_cast<float>(std::tanh(acc));
+    }
+  data::Dataset d;
+  d.features = tensor::Tensor::from_vector({n, in}, std::span<const float>(x));
+  d.targets = tensor::Tensor::from_vector({n, out}, std::span<const float>(y));
+  return d;
+}
+
+data::Dataset last_column_is_target(const tensor::Tensor& t, const std::string& path) {
+  FTCC_CHECK(t.dim() == 2 && t.size(1) >= 2) << "--dataset '" << path << "': need a 2-D table with at least "
+                                             << "two columns (features..., target)";
+  const std::int64_t rows = t.size(0), cols = t.size(1);
+  const auto v = t.to(tensor::DType::F32).to_vector();
+  std::vector<float> x(static_cast<size_t>(rows * (cols - 1))), y(static_cast<size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c + 1 < cols; ++c) x[r * (cols - 1) + c] = v[r * cols + c];
+    y[r] = v[r * cols + cols - 1];
+  }
+  data::Dataset d;
+  d.features = tensor::Tensor::from_vector({rows, cols - 1}, std::span<const float>(x));
+  d.targets = tensor::Tensor::from_vector({rows, 1}, std::span<const float>(y));
+  return d;
+}
+
+}  // namespace
+
+TrainingData load_training_data(const std::string& spec, std::uint64_t seed, double held_out) {
+  TrainingData out;
+  out.name = spec;
+  data::Dataset all;
+  if (spec == "diabetes") {
+    all = data::load_diabetes();
+  } else if (spec == "digits") {
+    all = data::load_digits();
+    out.classification = true;
+    out.classes = 10;
+  } else if (spec.rfind("synthetic:", 0) == 0) {
+    all = synthetic(spec, seed);
+  } else if (ends_with(spec, ".csv") || ends_with(spec, ".csv.gz")) {
+    FTCC_CHECK(std::filesystem::exists(spec)) << "--dataset '" << spec << "': no such file";
+    const auto table = data::read_csv(spec);
+    all = last_column_is_target(data::columns(table, 0, table.cols), spec);
+  } else if (ends_with(spec, ".npy")) {
+    FTCC_CHECK(std::filesystem::exists(spec)) << "--dataset '" << spec << "': no such file";
+    all = last_column_is_target(data::read_npy(spec), spec);
+  } else {
+    throw ftcc::InvalidArgument("--dataset '" + spec +
+                                "': unknown dataset; expected diabetes, digits, synthetic:N:IN:OUT, "
+                                "a .csv / .csv.gz file or a .npy file");
+  }
+  auto [train, test] = data::train_test_split(all, held_out, seed);
+  FTCC_CHECK(train.size() > 0 && test.size() > 0) << "--dataset '" << spec << "' has too few samples ("
+                                                  << all.size() << ") for a train/held-out split";
+  const auto scaler = data::Standardizer::fit(train.features);
+  train.features = scaler.apply(train.features);
+  test.features = scaler.apply(test.features);
+  out.train = std::move(train);
+  out.test = std::move(test);
+  return out;
+}
+
+}  // namespace ftcc::train

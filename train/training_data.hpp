@@ -1,0 +1,29 @@
+// train/training_data.hpp: the --dataset argument turned into standardized train/held-out sets.
+//
+//   diabetes                 442 x 10 -> 1 (regression; eval metric: held-out MSE)
+//   digits                   1797 x 64 -> 10 one-hot (classification; eval metric: accuracy)
+//   synthetic:N:IN:OUT       N samples of IN standard-normal features from Philox(seed), targets
+//                            from a fixed random linear teacher plus tanh (regression)
+//   PATH.csv / PATH.csv.gz   numeric table, the last column is the target (regression)
+//   PATH.npy                 2-D float array, the last column is the target (regression)
+// Every rank loads the same data and gets the same split (seeded), so ids mean the same samples.
+// Features are standardized with statistics of the training part only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "data/dataset.hpp"
+
+namespace ftcc::train {
+
+struct TrainingData {
+  std::string name;
+  data::Dataset train, test;
+  bool classification = false;
+  int classes = 0;
+};
+
+TrainingData load_training_data(const std::string& spec, std::uint64_t seed, double held_out);
+
+}  // namespace ftcc::train
