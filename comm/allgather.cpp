@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "comm/algorithms.hpp"
+#include "comm/device_staging.hpp"
 #include "comm/blocks.hpp"
 #include "comm/ring_phases.hpp"
 
@@ -15,13 +16,20 @@ void allgather(Communicator& comm, const void* send, void* recv, std::size_t sen
   std::byte* mine = out + static_cast<std::size_t>(r) * send_count * esz;
   OpContext ctx(comm, "allgather", o.timeout_s);
   if (send_count == 0) return;
-  if (send && send != mine) std::memcpy(mine, send, send_count * esz);
-  std::vector<detail::Block> blocks(static_cast<std::size_t>(n));
-  for (std::size_t b = 0; b < blocks.size(); ++b) blocks[b] = {b * send_count, send_count};
-  detail::ring_allgather(ctx, recv, blocks, dtype,
-                         {detail::pick_segment_bytes(o.segment_bytes, detail::kRingSegmentBytes,
-                                                          send_count * esz, detail::kMaxRingSegments),
-                          o.window > 0 ? o.window : detail::kWindow});
+  const std::size_t total = static_cast<std::size_t>(n) * send_count * esz;
+  const bool in_place = !send || send == mine;
+  detail::with_host_buffers(in_place ? nullptr : send, send_count * esz, recv, in_place ? total : 0, total,
+                            [&](const void* s, void* rv) {
+                              auto* base = static_cast<std::byte*>(rv);
+                              std::byte* my_block = base + static_cast<std::size_t>(r) * send_count * esz;
+                              if (s && s != my_block) std::memcpy(my_block, s, send_count * esz);
+                              std::vector<detail::Block> blocks(static_cast<std::size_t>(n));
+                              for (std::size_t b = 0; b < blocks.size(); ++b) blocks[b] = {b * send_count, send_count};
+                              detail::ring_allgather(ctx, rv, blocks, dtype,
+                                                     {detail::pick_segment_bytes(o.segment_bytes, detail::kRingSegmentBytes,
+                                                                                 send_count * esz, detail::kMaxRingSegments),
+                                                      o.window > 0 ? o.window : detail::kWindow});
+                            });
 }
 
 }  // namespace ftcc::comm

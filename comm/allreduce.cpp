@@ -5,6 +5,7 @@
 
 #include "base/error.hpp"
 #include "comm/algorithms.hpp"
+#include "comm/device_staging.hpp"
 
 namespace ftcc::comm {
 
@@ -80,7 +81,10 @@ void allreduce(Communicator& comm, const void* send, void* recv, std::size_t cou
                const AllreduceOptions& o) {
   const AllreduceAlgo algo = resolve_allreduce_algo(o.algo, count * dtype_size(dtype), comm.size());
   OpContext ctx(comm, detail::allreduce_op_name(algo), o.timeout_s);
-  detail::allreduce_run(ctx, algo, send ? send : recv, recv, count, dtype, op, o);
+  const std::size_t bytes = count * dtype_size(dtype);
+  detail::with_host_buffers(send, bytes, recv, send && send != recv ? 0 : bytes, bytes, [&](const void* s, void* r) {
+    detail::allreduce_run(ctx, algo, s ? s : r, r, count, dtype, op, o);
+  });
 }
 
 }  // namespace ftcc::comm

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "comm/algorithms.hpp"
+#include "comm/device_staging.hpp"
 
 namespace ftcc::comm {
 
@@ -43,7 +44,10 @@ AllreduceRequest allreduce_async(Communicator& comm, const void* send, void* rec
   auto body = [st, tag, timeout, hook, algo, send, recv, count, dtype, op, o] {
     try {
       OpContext ctx(*st->transport, tag, timeout, detail::allreduce_op_name(algo), hook, st->scratch);
-      detail::allreduce_run(ctx, algo, send, recv, count, dtype, op, o);
+      const std::size_t bytes = count * dtype_size(dtype);
+      detail::with_host_buffers(send, bytes, recv, send != recv ? 0 : bytes, bytes, [&](const void* s, void* r) {
+        detail::allreduce_run(ctx, algo, s ? s : r, r, count, dtype, op, o);
+      });
     } catch (...) {
       st->error = std::current_exception();
     }

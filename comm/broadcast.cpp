@@ -1,6 +1,7 @@
 // broadcast: binomial tree below kChainBroadcastBytes (ceil(log2 n) hops), pipelined chain above
 // it (n-1 hops, but every link busy at once: time ~ bytes/bandwidth + (n-2) segments).
 #include "comm/algorithms.hpp"
+#include "comm/device_staging.hpp"
 #include "comm/blocks.hpp"
 #include "comm/tree_phases.hpp"
 
@@ -20,7 +21,8 @@ void broadcast(Communicator& comm, void* buf, std::size_t count, DType dtype, in
       o.window > 0 ? o.window : detail::kWindow};
   const auto tree = chain ? detail::chain_tree(comm.rank(), comm.size(), root)
                           : detail::binomial_tree(comm.rank(), comm.size(), root, true);
-  detail::tree_broadcast(ctx, buf, bytes, tree, p);
+  detail::with_host_buffers(nullptr, 0, buf, comm.rank() == root ? bytes : 0, bytes,
+                            [&](const void*, void* b) { detail::tree_broadcast(ctx, b, bytes, tree, p); });
 }
 
 }  // namespace ftcc::comm

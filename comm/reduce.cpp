@@ -1,5 +1,6 @@
 // reduce: pipelined binomial-tree reduction to root (comm/tree_phases.hpp).
 #include "comm/algorithms.hpp"
+#include "comm/device_staging.hpp"
 #include "comm/blocks.hpp"
 #include "comm/tree_phases.hpp"
 
@@ -17,8 +18,11 @@ void reduce(Communicator& comm, const void* send, void* recv, std::size_t count,
                                  detail::kMaxTreeSegments),
       o.window > 0 ? o.window : detail::kWindow};
   // Non-roots stage partial results in scratch (acc = nullptr), never in their recv.
-  detail::tree_reduce(ctx, send, is_root ? recv : nullptr, count, dtype, op,
-                      detail::binomial_tree(comm.rank(), comm.size(), root, false), p);
+  const std::size_t bytes = count * dtype_size(dtype);
+  void* out = is_root ? recv : nullptr;
+  detail::with_host_buffers(send, bytes, out, send == out ? bytes : 0, out ? bytes : 0, [&](const void* s, void* r) {
+    detail::tree_reduce(ctx, s ? s : r, r, count, dtype, op, detail::binomial_tree(comm.rank(), comm.size(), root, false), p);
+  });
 }
 
 }  // namespace ftcc::comm

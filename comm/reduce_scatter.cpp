@@ -3,18 +3,17 @@
 #include <cstring>
 
 #include "comm/algorithms.hpp"
+#include "comm/device_staging.hpp"
 #include "comm/blocks.hpp"
 #include "comm/ring_phases.hpp"
 
 namespace ftcc::comm {
 
-void reduce_scatter(Communicator& comm, const void* send, void* recv, std::size_t recv_count, DType dtype,
-                    ReduceOp op, const CollectiveOptions& o) {
-  const int n = comm.size(), r = comm.rank();
+namespace {
+
+void run(OpContext& ctx, const void* send, void* recv, int n, int r, std::size_t recv_count, DType dtype, ReduceOp op,
+         const CollectiveOptions& o) {
   const std::size_t esz = dtype_size(dtype);
-  if (!send) send = recv;
-  OpContext ctx(comm, "reduce_scatter", o.timeout_s);
-  if (recv_count == 0) return;
   const auto* in = static_cast<const std::byte*>(send);
   if (n == 1) {
     if (in != recv) std::memmove(recv, in, recv_count * esz);
@@ -28,6 +27,20 @@ void reduce_scatter(Communicator& comm, const void* send, void* recv, std::size_
                                                           recv_count * esz, detail::kMaxRingSegments),
                                o.window > 0 ? o.window : detail::kWindow});
   std::memcpy(recv, work + static_cast<std::size_t>(r) * recv_count * esz, recv_count * esz);
+}
+
+}  // namespace
+
+void reduce_scatter(Communicator& comm, const void* send, void* recv, std::size_t recv_count, DType dtype,
+                    ReduceOp op, const CollectiveOptions& o) {
+  const int n = comm.size(), rank = comm.rank();
+  const std::size_t esz = dtype_size(dtype);
+  if (!send) send = recv;
+  OpContext ctx(comm, "reduce_scatter", o.timeout_s);
+  if (recv_count == 0) return;
+  const std::size_t in_bytes = static_cast<std::size_t>(n) * recv_count * esz;
+  detail::with_host_buffers(send, in_bytes, recv, send == recv ? in_bytes : 0, recv_count * esz,
+                            [&](const void* s, void* r) { run(ctx, s ? s : r, r, n, rank, recv_count, dtype, op, o); });
 }
 
 }  // namespace ftcc::comm

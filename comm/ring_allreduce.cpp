@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "comm/algorithms.hpp"
+#include "comm/device_staging.hpp"
 #include "comm/blocks.hpp"
 #include "comm/ring_phases.hpp"
 
@@ -30,7 +31,10 @@ void ring_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_
 void ring_allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                     const CollectiveOptions& o) {
   OpContext ctx(comm, "ring_allreduce", o.timeout_s);
-  detail::ring_allreduce_run(ctx, send ? send : recv, recv, count, dtype, op, o.segment_bytes, o.window);
+  const std::size_t bytes = count * dtype_size(dtype);
+  detail::with_host_buffers(send, bytes, recv, send && send != recv ? 0 : bytes, bytes, [&](const void* s, void* r) {
+    detail::ring_allreduce_run(ctx, s ? s : r, r, count, dtype, op, o.segment_bytes, o.window);
+  });
 }
 
 }  // namespace ftcc::comm

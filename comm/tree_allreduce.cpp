@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "comm/algorithms.hpp"
+#include "comm/device_staging.hpp"
 #include "comm/blocks.hpp"
 #include "comm/tree_phases.hpp"
 
@@ -30,7 +31,10 @@ void tree_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_
 void tree_allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                     const CollectiveOptions& o) {
   OpContext ctx(comm, "tree_allreduce", o.timeout_s);
-  detail::tree_allreduce_run(ctx, send ? send : recv, recv, count, dtype, op, o.segment_bytes, o.window);
+  const std::size_t bytes = count * dtype_size(dtype);
+  detail::with_host_buffers(send, bytes, recv, send && send != recv ? 0 : bytes, bytes, [&](const void* s, void* r) {
+    detail::tree_allreduce_run(ctx, s ? s : r, r, count, dtype, op, o.segment_bytes, o.window);
+  });
 }
 
 }  // namespace ftcc::comm

@@ -17,6 +17,7 @@
 
 #include "comm/allreduce_async.hpp"
 #include "comm/collectives.hpp"
+#include "comm/device_staging.hpp"
 #include "comm/memory_transport.hpp"
 
 namespace {
@@ -309,6 +310,20 @@ TEST(Schedule, FaultHookSeesEverySend) {
     ring_allreduce(c, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
     EXPECT_EQ(calls, 2 * 3 * 4);  // two phases x (n-1) steps x 4 segments
   });
+}
+
+TEST(DeviceStaging, HostBuffersPassStraightThrough) {
+  // Without a loaded CUDA driver (or for host memory) nothing is staged: fn sees the caller's pointers.
+  std::vector<float> a(8, 1.0f), b(8, 2.0f);
+  EXPECT_FALSE(detail::is_device_pointer(a.data()));
+  const void* seen_send = nullptr;
+  void* seen_recv = nullptr;
+  detail::with_host_buffers(a.data(), 32, b.data(), 0, 32, [&](const void* s, void* r) {
+    seen_send = s;
+    seen_recv = r;
+  });
+  EXPECT_EQ(seen_send, a.data());
+  EXPECT_EQ(seen_recv, b.data());
 }
 
 }  // namespace

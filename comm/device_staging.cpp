@@ -1,0 +1,112 @@
+#include "comm/device_staging.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+
+#include "comm/errors.hpp"
+
+namespace ftcc::comm::detail {
+namespace {
+
+// The few driver entry points we need (CUDA driver API, stable ABI).
+using CUresult = int;
+using CUdeviceptr = unsigned long long;
+constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr unsigned kMemoryTypeDevice = 2;       // CU_MEMORYTYPE_DEVICE
+constexpr unsigned kMemoryTypeUnified = 4;      // CU_MEMORYTYPE_UNIFIED
+
+struct Driver {
+  CUresult (*pointer_get_attribute)(void*, int, CUdeviceptr) = nullptr;
+  CUresult (*memcpy_dtoh)(void*, CUdeviceptr, std::size_t) = nullptr;
+  CUresult (*memcpy_htod)(CUdeviceptr, const void*, std::size_t) = nullptr;
+  CUresult (*mem_alloc_host)(void**, std::size_t) = nullptr;
+  CUresult (*mem_free_host)(void*) = nullptr;
+  bool ok = false;
+};
+
+const Driver& driver() {
+  static Driver d;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // RTLD_NOLOAD: only if the program already uses CUDA; never initialise CUDA ourselves.
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!h) return;
+    d.pointer_get_attribute = reinterpret_cast<decltype(d.pointer_get_attribute)>(dlsym(h, "cuPointerGetAttribute"));
+    d.memcpy_dtoh = reinterpret_cast<decltype(d.memcpy_dtoh)>(dlsym(h, "cuMemcpyDtoH_v2"));
+    d.memcpy_htod = reinterpret_cast<decltype(d.memcpy_htod)>(dlsym(h, "cuMemcpyHtoD_v2"));
+    d.mem_alloc_host = reinterpret_cast<decltype(d.mem_alloc_host)>(dlsym(h, "cuMemAllocHost_v2"));
+    d.mem_free_host = reinterpret_cast<decltype(d.mem_free_host)>(dlsym(h, "cuMemFreeHost"));
+    d.ok = d.pointer_get_attribute && d.memcpy_dtoh && d.memcpy_htod && d.mem_alloc_host && d.mem_free_host;
+  });
+  return d;
+}
+
+void check(CUresult rc, const char* what) {
+  if (rc != 0) throw CommError("device staging", std::string(what) + " failed (CUresult " + std::to_string(rc) + ")");
+}
+
+// Pinned host memory, one growing block per thread (nonblocking allreduces run on their own).
+struct Pinned {
+  void* p = nullptr;
+  std::size_t cap = 0;
+  ~Pinned() {
+    if (p) driver().mem_free_host(p);
+  }
+  std::byte* get(std::size_t bytes) {
+    if (bytes > cap) {
+      if (p) driver().mem_free_host(p);
+      p = nullptr;
+      cap = 0;
+      check(driver().mem_alloc_host(&p, bytes), "cuMemAllocHost");
+      cap = bytes;
+    }
+    return static_cast<std::byte*>(p);
+  }
+};
+
+}  // namespace
+
+bool is_device_pointer(const void* p) {
+  const Driver& d = driver();
+  if (!d.ok || !p) return false;
+  unsigned type = 0;
+  if (d.pointer_get_attribute(&type, kPointerAttributeMemoryType, reinterpret_cast<CUdeviceptr>(p)) != 0)
+    return false;  // not known to CUDA: ordinary host memory
+  return type == kMemoryTypeDevice || type == kMemoryTypeUnified;
+}
+
+void with_host_buffers(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_in_bytes,
+                       std::size_t recv_out_bytes, const std::function<void(const void*, void*)>& fn) {
+  const bool in_place = send == nullptr || send == recv;
+  const bool dev_send = !in_place && is_device_pointer(send);
+  const bool dev_recv = is_device_pointer(recv);
+  if (!dev_send && !dev_recv) {
+    fn(send, recv);
+    return;
+  }
+  const Driver& d = driver();
+  thread_local Pinned pinned;
+  const std::size_t recv_bytes = std::max(recv_in_bytes, recv_out_bytes);
+  std::byte* h = pinned.get((dev_send ? send_bytes : 0) + (dev_recv ? recv_bytes : 0) + 64);
+  const void* hs = send;
+  void* hr = recv;
+  if (dev_recv) {
+    hr = h;
+    if (recv_in_bytes) check(d.memcpy_dtoh(hr, reinterpret_cast<CUdeviceptr>(recv), recv_in_bytes), "cuMemcpyDtoH");
+    h += (recv_bytes + 63) / 64 * 64;
+  }
+  if (dev_send) {
+    check(d.memcpy_dtoh(h, reinterpret_cast<CUdeviceptr>(send), send_bytes), "cuMemcpyDtoH");
+    hs = h;
+  } else if (in_place) {
+    hs = send == nullptr ? nullptr : hr;
+  }
+  fn(hs, hr);
+  if (dev_recv && recv_out_bytes)
+    check(d.memcpy_htod(reinterpret_cast<CUdeviceptr>(recv), hr, recv_out_bytes), "cuMemcpyHtoD");
+}
+
+}  // namespace ftcc::comm::detail
