@@ -1,5 +1,5 @@
-// broadcast: binomial tree below kChainBroadcastBytes (ceil(log2 n) hops), pipelined chain above
-// it (n-1 hops, but every link busy at once: time ~ bytes/bandwidth + (n-2) segments).
+// broadcast: binomial tree (ceil(log2 n) hops, the root sends ceil(log2 n) copies) or pipelined
+// chain (n-1 hops, but every link busy at once: time ~ bytes/bandwidth + (n-2) segments).
 #include "comm/algorithms.hpp"
 #include "comm/device_staging.hpp"
 #include "comm/blocks.hpp"
@@ -11,8 +11,12 @@ void broadcast(Communicator& comm, void* buf, std::size_t count, DType dtype, in
   FTCC_CHECK(root >= 0 && root < comm.size()) << "broadcast root " << root << " of " << comm.size();
   const std::size_t bytes = count * dtype_size(dtype);
   BroadcastAlgo algo = o.algo;
+  // Measured on 4 ranks (docs/collectives.md): binomial beat the chain at every size (its depth
+  // is 2 against the chain's 3). The chain's pipeline pays off with more ranks (by the usual
+  // cost model; not measured here), so it is used above 1 MiB on more than 4 ranks.
   if (algo == BroadcastAlgo::automatic)
-    algo = bytes < kChainBroadcastBytes ? BroadcastAlgo::binomial : BroadcastAlgo::chain;
+    algo = bytes >= kChainBroadcastBytes && comm.size() > kChainBroadcastMinRanks ? BroadcastAlgo::chain
+                                                                                  : BroadcastAlgo::binomial;
   const bool chain = algo == BroadcastAlgo::chain;
   OpContext ctx(comm, chain ? "chain_broadcast" : "binomial_broadcast", o.timeout_s);
   const detail::TreeParams p{

@@ -20,7 +20,7 @@
 //                     (Rabenseifner; 2 log2(n) steps); small messages: recursive doubling
 //   allreduce         picks one of them by size and rank count (select_allreduce_algo), or by
 //                     options.algo, or by FTCC_ALLREDUCE_ALGO=ring|tree|rhd|auto
-//   broadcast         binomial tree (small) or pipelined chain (large)
+//   broadcast         binomial tree, or pipelined chain for large messages on more than 4 ranks
 //   reduce            pipelined binomial tree
 //   reduce_scatter    ring (block r of the reduction lands on rank r)
 //   allgather         ring
@@ -62,7 +62,8 @@ struct CollectiveOptions {
 
 enum class BroadcastAlgo { automatic, binomial, chain };
 struct BroadcastOptions {
-  BroadcastAlgo algo = BroadcastAlgo::automatic;  // automatic: binomial below kChainBroadcastBytes
+  BroadcastAlgo algo = BroadcastAlgo::automatic;  // automatic: chain from kChainBroadcastBytes on
+                                                  // more than kChainBroadcastMinRanks ranks
   double timeout_s = 0;
   std::size_t segment_bytes = 0;
   int window = 0;
@@ -90,6 +91,7 @@ AllreduceAlgo resolve_allreduce_algo(AllreduceAlgo requested, std::size_t bytes,
 void broadcast(Communicator& comm, void* buf, std::size_t count, DType dtype, int root,
                const BroadcastOptions& options = {});
 inline constexpr std::size_t kChainBroadcastBytes = 1 << 20;
+inline constexpr int kChainBroadcastMinRanks = 4;
 
 // recv (count elements) is significant on root only; other ranks may pass nullptr.
 void reduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
