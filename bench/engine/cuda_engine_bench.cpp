@@ -12,6 +12,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tensor/cuda/check.cuh"
 #include "tensor/cuda/kernels.hpp"
 #include "tensor/cuda/runtime.hpp"
 #include "tensor/kernels_cpu.hpp"
@@ -42,21 +43,21 @@ struct DeviceBuffer {
 template <class F>
 void timed(benchmark::State& state, F&& body) {
   cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
+  FTCC_CUDA_CHECK(cudaEventCreate(&a));
+  FTCC_CUDA_CHECK(cudaEventCreate(&b));
   body();  // warm-up (module load, caches)
-  cudaDeviceSynchronize();
+  FTCC_CUDA_CHECK(cudaDeviceSynchronize());
   for (auto _ : state) {
-    cudaEventRecord(a);
+    FTCC_CUDA_CHECK(cudaEventRecord(a));
     body();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
+    FTCC_CUDA_CHECK(cudaEventRecord(b));
+    FTCC_CUDA_CHECK(cudaEventSynchronize(b));
     float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
+    FTCC_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
     state.SetIterationTime(ms / 1e3);
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  FTCC_CUDA_CHECK(cudaEventDestroy(a));
+  FTCC_CUDA_CHECK(cudaEventDestroy(b));
 }
 
 bool have_device(benchmark::State& state) {
@@ -115,7 +116,9 @@ void BM_DeviceCopy(benchmark::State& state) {
   if (!have_device(state)) return;
   const std::int64_t n = state.range(0);
   DeviceBuffer src(static_cast<std::size_t>(n), 11), dst(static_cast<std::size_t>(n), 12);
-  timed(state, [&] { cudaMemcpyAsync(dst.p, src.p, static_cast<std::size_t>(n) * 4, cudaMemcpyDeviceToDevice); });
+  timed(state, [&] {
+    FTCC_CUDA_CHECK(cudaMemcpyAsync(dst.p, src.p, static_cast<std::size_t>(n) * 4, cudaMemcpyDeviceToDevice));
+  });
   state.SetBytesProcessed(state.iterations() * 8 * n);
 }
 BENCHMARK(BM_MseForwardBackward)->Arg(1 << 24)->Arg(1 << 27)->UseManualTime()->Unit(benchmark::kMicrosecond);

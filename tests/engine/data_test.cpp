@@ -2,6 +2,7 @@
 // data sets, standardization, deterministic splits, and the sampler's exactly-once properties,
 // including re-splitting an epoch over fewer ranks from a cursor in the middle of it.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cmath>

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
