@@ -30,6 +30,16 @@ DistributedSampler::DistributedSampler(SamplerOptions o) : options_(o) {
   FTCC_CHECK(!o.drop_last || o.global_batch <= o.num_samples) << "sampler: drop_last with a batch larger than the data";
 }
 
+DistributedSampler& DistributedSampler::operator=(const DistributedSampler& other) {
+  if (this != &other) {
+    std::lock_guard lock(mu_);
+    options_ = other.options_;
+    cached_epoch_ = -1;
+    cached_.clear();
+  }
+  return *this;
+}
+
 std::int64_t DistributedSampler::steps_per_epoch() const {
   const auto n = options_.num_samples, b = options_.global_batch;
   return options_.drop_last ? n / b : (n + b - 1) / b;

@@ -50,6 +50,10 @@ struct Range {
 class DistributedSampler {
  public:
   explicit DistributedSampler(SamplerOptions options);
+  // Copies and moves carry the options only (the permutation cache is rebuilt on demand), so a
+  // trainer can hold a sampler by value.
+  DistributedSampler(const DistributedSampler& other) : DistributedSampler(other.options_) {}
+  DistributedSampler& operator=(const DistributedSampler& other);
 
   std::int64_t steps_per_epoch() const;
   std::int64_t batch_size(std::int64_t step) const;  // B, or the short last batch

@@ -189,6 +189,17 @@ TEST(Sampler, ResplitOverFewerRanksMidEpoch) {
   EXPECT_EQ(mb3, mb4);
 }
 
+TEST(Sampler, CopiesGiveTheSameOrder) {
+  DistributedSampler a({.num_samples = 50, .global_batch = 8, .seed = 3});
+  std::vector<std::int64_t> first = a.batch({2, 1});
+  DistributedSampler b = a;
+  DistributedSampler c({.num_samples = 50, .global_batch = 8, .seed = 4});
+  EXPECT_NE(c.batch({2, 1}), first);
+  c = a;
+  EXPECT_EQ(b.batch({2, 1}), first);
+  EXPECT_EQ(c.batch({2, 1}), first);
+}
+
 TEST(Sampler, CursorWrapsAndRejectsBadArguments) {
   DistributedSampler s({.num_samples = 10, .global_batch = 4, .seed = 1});
   EXPECT_EQ(s.next({0, 2}), (Cursor{1, 0}));
