@@ -9,6 +9,14 @@
 
 namespace ftcc::comm {
 
+int revoked_error_class() {
+#if FTCC_HAVE_ULFM
+  return MPIX_ERR_REVOKED;
+#else
+  return 0;
+#endif
+}
+
 bool is_fault_class(int error_class) {
 #if FTCC_HAVE_ULFM
   return error_class == MPIX_ERR_PROC_FAILED || error_class == MPIX_ERR_PROC_FAILED_PENDING ||

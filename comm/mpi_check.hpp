@@ -23,6 +23,9 @@ void throw_mpi_error(int rc, MPI_Comm comm, const char* op, const char* file, in
 // Ranks of `comm` that this process knows to have failed (empty without ULFM).
 std::vector<int> known_failed_ranks(MPI_Comm comm);
 
+// MPIX_ERR_REVOKED (0 without ULFM): the class a Revoked carries when ftcc noticed the revoke itself.
+int revoked_error_class();
+
 // True when `error_class` is a ULFM failure class (PROC_FAILED, PROC_FAILED_PENDING, REVOKED).
 bool is_fault_class(int error_class);
 

@@ -1,11 +1,49 @@
 #include "comm/mpi_transport.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "comm/mpi_check.hpp"
+#include "ftcc_config.hpp"
+#if FTCC_HAVE_ULFM
+#include <mpi-ext.h>
+#endif
 
 namespace ftcc::comm {
+namespace {
+
+// Requests we gave up on but that may still be active. They are never MPI_Request_free'd while
+// active: when such a freed request later completes in error (a revoke, a dead peer), Open MPI
+// reports it on MPI_COMM_NULL, whose handler aborts the process. Instead they wait here and are
+// tested again whenever a transport starts a new operation, until they complete one way or the
+// other. Shared by all transports (a communicator may be gone before its requests are).
+std::mutex g_grave_mu;
+std::vector<MPI_Request> g_graveyard;
+std::atomic<bool> g_graves{false};
+
+void bury(MPI_Request r) {
+  std::lock_guard<std::mutex> lock(g_grave_mu);
+  g_graveyard.push_back(r);
+  g_graves.store(true, std::memory_order_relaxed);
+}
+
+void reap() {
+  if (!g_graves.load(std::memory_order_relaxed)) return;
+  std::unique_lock<std::mutex> lock(g_grave_mu, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  std::size_t kept = 0;
+  for (MPI_Request& r : g_graveyard) {
+    int flag = 0;
+    if (MPI_Test(&r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag || r == MPI_REQUEST_NULL) continue;
+    g_graveyard[kept++] = r;
+  }
+  g_graveyard.resize(kept);
+  g_graves.store(kept != 0, std::memory_order_relaxed);
+}
+
+}  // namespace
 
 MpiTransport::MpiTransport(MPI_Comm comm) : comm_(comm) {
   FTCC_MPI_CHECK(MPI_Comm_rank(comm_, &rank_), comm_, "MPI_Comm_rank");
@@ -40,6 +78,7 @@ void MpiTransport::release(Handle h) {
 }
 
 Transport::Handle MpiTransport::start(void* buf, std::size_t bytes, int peer, int tag, bool recv, const char* op) {
+  reap();
   const Handle h = alloc_slot();
   Slot& s = slots_[h];
   s.peer = peer;
@@ -109,28 +148,36 @@ bool MpiTransport::abandon(Handle h) noexcept {
   bool safe = true;
   for (MPI_Request& r : s.reqs) {
     if (r == MPI_REQUEST_NULL) continue;
-    if (!s.recv) {
-      // Cancelling sends is deprecated; the library only reads a send buffer, so let it finish.
-      MPI_Request_free(&r);
-      continue;
-    }
-    MPI_Cancel(&r);
-    // Give the cancel (or a revoke / failure notification) a moment to complete the request.
     int flag = 0;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
-    while (r != MPI_REQUEST_NULL) {
-      if (MPI_Test(&r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;  // completed in error: done
-      if (flag) break;
-      if (std::chrono::steady_clock::now() > until) break;
-      std::this_thread::yield();
+    if (s.recv) {
+      // Give the cancel (or a revoke / failure notification) a moment to complete the request.
+      MPI_Cancel(&r);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
+      while (r != MPI_REQUEST_NULL) {
+        if (MPI_Test(&r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;  // completed in error: done
+        if (flag || std::chrono::steady_clock::now() > until) break;
+        std::this_thread::yield();
+      }
+    } else {
+      // Cancelling sends is deprecated; the library only reads a send buffer.
+      MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
     }
     if (!flag && r != MPI_REQUEST_NULL) {
-      MPI_Request_free(&r);
-      safe = false;  // the library may still write into the buffer
+      bury(r);
+      if (s.recv) safe = false;  // the library may still write into the buffer
     }
   }
   release(h);
   return safe;
+}
+
+bool MpiTransport::revoked() const {
+#if FTCC_HAVE_ULFM
+  int flag = 0;
+  return MPIX_Comm_is_revoked(comm_, &flag) == MPI_SUCCESS && flag != 0;
+#else
+  return false;
+#endif
 }
 
 }  // namespace ftcc::comm

@@ -26,6 +26,7 @@ class MpiTransport final : public Transport {
   Handle irecv(void* buf, std::size_t bytes, int peer, int tag, const char* op) override;
   bool test(Handle h, const char* op) override;
   bool abandon(Handle h) noexcept override;
+  bool revoked() const override;
   std::unique_ptr<Transport> clone() const override;
   MPI_Comm mpi_comm() const override { return comm_; }
 

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "comm/errors.hpp"
+#include "comm/mpi_check.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -20,6 +21,8 @@ namespace {
 constexpr unsigned kSpinRounds = 4;
 // Reading the clock on every idle round is cheap next to sched_yield, but not free.
 constexpr unsigned kClockEvery = 4;
+// How often a stalled wait asks whether the communicator was revoked (see Transport::revoked).
+constexpr unsigned kRevokeCheckEvery = 64;
 
 }  // namespace
 
@@ -114,6 +117,7 @@ void OpContext::idle() {
     return;
   }
   std::this_thread::yield();
+  if (idle_rounds_ % kRevokeCheckEvery == 0 && t_.revoked()) throw Revoked(op_, revoked_error_class());
   if (idle_rounds_ % kClockEvery == 0 && std::chrono::steady_clock::now() > deadline_) throw_timeout();
 }
 

@@ -40,6 +40,11 @@ class Transport {
   // (the caller should then not reuse scratch memory; see Scratch::poison).
   virtual bool abandon(Handle h) noexcept = 0;
 
+  // True once the communicator was revoked (ULFM). Checked by idle waits as a backstop: a revoke
+  // should fail every pending request, but a send stuck in a rendezvous handshake was seen to
+  // stay pending (Open MPI 5.0.11, ob1), which would turn a revoke into a Timeout.
+  virtual bool revoked() const { return false; }
+
   // A second endpoint for the same rank, for an operation that runs concurrently on another thread.
   virtual std::unique_ptr<Transport> clone() const = 0;
   // The underlying MPI communicator, or MPI_COMM_NULL for a transport that is not MPI.

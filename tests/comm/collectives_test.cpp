@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <thread>
@@ -383,29 +384,71 @@ TEST_F(Collectives, CollectiveWithSilentPeerTimesOut) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-// Run alone with 4 ranks and --ftcc-expect-killed=1: rank 2 SIGKILLs itself from the fault hook
-// in the middle of a ring allreduce; every survivor must leave the collective with FaultDetected
-// quickly (not by Timeout), then revoke so that ranks not adjacent to the dead one stop too.
-TEST(CollectivesKill, RingAllreduceSurvivorsSeeTheFailure) {
+// Run alone with 4 ranks and --ftcc-expect-killed=1 (one gtest filter per run): rank 2 SIGKILLs
+// itself from the fault hook in the middle of a collective; every survivor must leave it with
+// FaultDetected quickly (not by Timeout), then revoke so that ranks not adjacent to the dead one
+// stop too. That is the contract the recovery layer builds on.
+void expect_survivors_see_failure(const std::function<void(Communicator&, std::vector<float>&)>& collective,
+                                  int kill_step) {
   ASSERT_EQ(world_size(), 4) << "run with 4 ranks";
   Communicator comm = Communicator::duplicate(MPI_COMM_WORLD, CommOptions{60});
   if (comm.rank() == 2)
-    comm.set_fault_hook([](const char*, int step) {
-      if (step == 5) std::raise(SIGKILL);
+    comm.set_fault_hook([kill_step](const char*, int step) {
+      if (step == kill_step) std::raise(SIGKILL);
     });
   std::vector<float> v(1 << 20, 1.0f);
-  CollectiveOptions o;
-  o.segment_bytes = 16 * 1024;
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    ring_allreduce(comm, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
-    ADD_FAILURE() << "the allreduce finished although rank 2 died";
+    collective(comm, v);
+    ADD_FAILURE() << "the collective finished although rank 2 died";
   } catch (const FaultDetected& e) {
     revoke(comm.raw());
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected FaultDetected, got: " << e.what();
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(s, 10.0) << "failure took too long to surface";
   std::printf("[rank %d] saw the failure after %.3f s\n", comm.rank(), s);
+}
+
+TEST(CollectivesKill, RingAllreduceSurvivorsSeeTheFailure) {
+  expect_survivors_see_failure(
+      [](Communicator& c, std::vector<float>& v) {
+        CollectiveOptions o;
+        o.segment_bytes = 16 * 1024;
+        ring_allreduce(c, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
+      },
+      5);
+}
+
+TEST(CollectivesKill, TreeAllreduceSurvivorsSeeTheFailure) {
+  expect_survivors_see_failure(
+      [](Communicator& c, std::vector<float>& v) {
+        CollectiveOptions o;
+        o.segment_bytes = 64 * 1024;
+        tree_allreduce(c, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
+      },
+      3);
+}
+
+TEST(CollectivesKill, RhdAllreduceSurvivorsSeeTheFailure) {
+  expect_survivors_see_failure(
+      [](Communicator& c, std::vector<float>& v) {
+        rhd_allreduce(c, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum);
+      },
+      1);
+}
+
+TEST(CollectivesKill, NonblockingAllreduceSurvivorsSeeTheFailure) {
+  expect_survivors_see_failure(
+      [](Communicator& c, std::vector<float>& v) {
+        AllreduceOptions o;
+        o.algo = AllreduceAlgo::ring;
+        o.segment_bytes = 16 * 1024;
+        auto req = allreduce_async(c, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
+        req.wait();
+      },
+      4);
 }
 
 }  // namespace
