@@ -6,6 +6,7 @@
 //   FTCC_CHECK(a.cols() == b.rows()) << "matmul: inner dims differ: " << a.cols() << " vs " << b.rows();
 //   FTCC_CHECK_EQ(x, y) << "...";   // also prints both values
 //
+// FTCC_REQUIRE(cond) << "..." is the same without file:line, for validating user input.
 // Layers derive their own typed errors from Error (comm::CommError, nn::FormatError ...).
 // Header-only and dependency-free so that comm/ (MPI only) and tensor/ can both use it.
 #pragma once
@@ -38,6 +39,8 @@ class CheckFailure {
   CheckFailure(const char* file, int line, const char* expr) {
     os_ << file << ':' << line << ": check failed: " << expr << ": ";
   }
+  // For checks of user input whose message already says what and where (a flag, a file).
+  CheckFailure() = default;
   template <class T>
   CheckFailure& operator<<(const T& v) {
     os_ << v;
@@ -72,6 +75,13 @@ std::string both_values(const A& a, const B& b) {
     ::ftcc::detail::Raiser<E>{} & ::ftcc::detail::CheckFailure<E>(__FILE__, __LINE__, #cond)
 
 #define FTCC_CHECK(cond) FTCC_CHECK_T(::ftcc::InvalidArgument, cond)
+
+// FTCC_REQUIRE(cond) << "--batch must be > 0": user-input validation. Throws InvalidArgument
+// with exactly the message (no file:line or expression): it is what a CLI user reads.
+#define FTCC_REQUIRE(cond) \
+  if (cond) {              \
+  } else                   \
+    ::ftcc::detail::Raiser<::ftcc::InvalidArgument>{} & ::ftcc::detail::CheckFailure<::ftcc::InvalidArgument>()
 
 #define FTCC_CHECK_EQ(a, b) \
   FTCC_CHECK((a) == (b)) << ::ftcc::detail::both_values((a), (b))

@@ -73,27 +73,29 @@ int main(int argc, char** argv) {
   ftcc::train::TrainConfig cfg;
   CLI::App app{"ftcc-train: data-parallel training that survives failed ranks (run it under tools/ftcc-run)"};
   add_flags(app, cfg);
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      if (first_rank()) std::printf("%s", app.help().c_str());
+      return 0;
+    }
+
+  // MPI first, so a bad flag is reported once by rank 0 and every rank leaves through
+  // MPI_Finalize with status 2 (a launcher may drop the output of ranks that exit early).
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int rc = 0;
   try {
-    app.parse(argc, argv);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      throw ftcc::InvalidArgument(std::string(e.what()) + " (see --help)");
+    }
     cfg.validate();
     if (cfg.parallel != "dp")
       throw ftcc::InvalidArgument("--parallel " + cfg.parallel +
                                   ": model-parallel training is not available in this version; use --parallel dp");
-  } catch (const CLI::CallForHelp&) {
-    if (first_rank()) std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    if (first_rank()) std::fprintf(stderr, "ftcc-train: %s (see --help)\n", e.what());
-    return 2;
-  } catch (const ftcc::InvalidArgument& e) {
-    if (first_rank()) std::fprintf(stderr, "ftcc-train: %s\n", e.what());
-    return 2;
-  }
-
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rc = 0;
-  try {
     ftcc::recovery::GroupOptions go;
     go.hang_timeout = std::chrono::milliseconds(static_cast<long long>(cfg.hang_timeout_s * 1000));
     go.faults = ftcc::recovery::parse_fault_specs(cfg.inject);
@@ -101,13 +103,15 @@ int main(int argc, char** argv) {
     ftcc::recovery::ResilientGroup group(MPI_COMM_WORLD, go);
     ftcc::train::train_data_parallel(cfg, group);
   } catch (const ftcc::InvalidArgument& e) {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    // Configuration errors are found identically on every rank: one message, status 2.
     if (rank == 0) std::fprintf(stderr, "ftcc-train: %s\n", e.what());
     rc = 2;
   } catch (const std::exception& e) {
+    // An error on this rank alone: leave without MPI_Finalize (which would wait for the others).
+    // The exit guard of the ResilientGroup turns that into a process failure, so the other
+    // ranks recover without this one instead of hanging.
     std::fprintf(stderr, "ftcc-train: error: %s\n", e.what());
-    rc = 1;
+    return 1;
   }
   MPI_Finalize();
   return rc;

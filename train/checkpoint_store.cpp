@@ -44,7 +44,7 @@ std::string file_sha256(const std::string& path) {
 CheckpointStore::CheckpointStore(std::string dir) : dir_(std::move(dir)) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  FTCC_CHECK(!ec && fs::is_directory(dir_)) << "--checkpoint-dir '" << dir_ << "' cannot be created: " << ec.message();
+  FTCC_REQUIRE(!ec && fs::is_directory(dir_)) << "--checkpoint-dir '" << dir_ << "' cannot be created: " << ec.message();
 }
 
 std::string CheckpointStore::save(const CheckpointInfo& info, const nn::Module& model, const optim::Optimizer& opt) const {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -17,7 +18,9 @@
 #include "nn/sequential.hpp"
 #include "optim/adam.hpp"
 #include "optim/sgd.hpp"
+#include "ftcc_config.hpp"
 #include "tensor/autograd.hpp"
+#include "tensor/storage.hpp"
 #include "tensor/ops.hpp"
 #include "train/checkpoint_store.hpp"
 #include "train/gradient_reducer.hpp"
@@ -123,6 +126,10 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   FTCC_CHECK(cfg.parallel == "dp") << "train_data_parallel called with --parallel " << cfg.parallel;
   const auto t_start = Clock::now();
   const tensor::Device dev = cfg.device == "cuda" ? tensor::Device::CUDA : tensor::Device::CPU;
+  FTCC_REQUIRE(dev == tensor::Device::CPU || tensor::cuda_available())
+      << "--device cuda: no usable CUDA device here (this build "
+      << (FTCC_HAVE_CUDA ? "has CUDA kernels, but no GPU or driver was found" : "was built without CUDA")
+      << "); use --device cpu";
 
   // Ranks started with different configurations would train different models: refuse.
   const std::string canon = cfg.canonical();
@@ -136,10 +143,10 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   TrainingData td = load_training_data(cfg.dataset, cfg.seed, cfg.held_out);
   std::vector<std::int64_t> widths = cfg.layers;
   if (widths.empty()) widths = {td.train.num_features(), 64, td.train.num_targets()};
-  FTCC_CHECK(widths.front() == td.train.num_features())
+  FTCC_REQUIRE(widths.front() == td.train.num_features())
       << "--layers starts with " << widths.front() << " but dataset '" << cfg.dataset << "' has "
       << td.train.num_features() << " features";
-  FTCC_CHECK(widths.back() == td.train.num_targets())
+  FTCC_REQUIRE(widths.back() == td.train.num_targets())
       << "--layers ends with " << widths.back() << " but dataset '" << cfg.dataset << "' has "
       << td.train.num_targets() << " target columns";
 
@@ -164,20 +171,32 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   if (!cfg.checkpoint_dir.empty()) store = std::make_unique<CheckpointStore>(cfg.checkpoint_dir);
 
   // Resume: rank 0 finds the newest valid checkpoint and loads it; everyone gets it by broadcast.
+  // Rank 0's verdict (found / none / error and its message) is broadcast first, so a checkpoint
+  // that does not fit fails every rank with the same message instead of stranding the others.
   if (!cfg.resume.empty()) {
-    std::int64_t found = 0;
+    std::int64_t status = 0;  // 1 loaded, 0 none found, -1 error
+    std::array<char, 1024> message{};
     if (g.rank() == 0) {
-      CheckpointStore from(cfg.resume);
-      auto info = from.newest_valid([&](const std::string& why) { log.note("skipping checkpoint " + why); });
-      if (info) {
-        CheckpointStore::load(*info, *model, *opt);  // throws naming the tensor if it does not fit
-        p = Progress{{info->epoch, info->cursor_step}, info->step, info->samples_seen};
-        log.note("resumed from " + info->path + " (step " + std::to_string(info->step) + ")");
-        found = 1;
+      try {
+        CheckpointStore from(cfg.resume);
+        auto info = from.newest_valid([&](const std::string& why) { log.note("skipping checkpoint " + why); });
+        if (info) {
+          CheckpointStore::load(*info, *model, *opt);  // validates everything before changing anything
+          p = Progress{{info->epoch, info->cursor_step}, info->step, info->samples_seen};
+          log.note("resumed from " + info->path + " (step " + std::to_string(info->step) + ")");
+          status = 1;
+        }
+      } catch (const std::exception& e) {
+        status = -1;
+        std::snprintf(message.data(), message.size(), "--resume '%s': %s", cfg.resume.c_str(), e.what());
       }
     }
-    fc::broadcast(g.comm(), &found, 1, fc::DType::i64, 0);
-    FTCC_CHECK(found == 1) << "--resume '" << cfg.resume << "': no valid checkpoint found there";
+    fc::broadcast(g.comm(), &status, 1, fc::DType::i64, 0);
+    if (status == -1) {
+      fc::broadcast(g.comm(), message.data(), message.size() / 8, fc::DType::i64, 0);
+      throw ftcc::InvalidArgument(std::string(message.data()));
+    }
+    FTCC_REQUIRE(status == 1) << "--resume '" << cfg.resume << "': no valid checkpoint found there";
     broadcast_state(g.comm(), 0, *model, *opt, p);
   }
   if (auto bad = ranks_differing(g.comm(), sha256_of(params)); !bad.empty())

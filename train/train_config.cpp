@@ -17,31 +17,31 @@ bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {
 }  // namespace
 
 void TrainConfig::validate() const {
-  FTCC_CHECK(one_of(parallel, {"dp", "pp", "tp"})) << "--parallel '" << parallel << "': expected dp, pp or tp";
-  FTCC_CHECK(one_of(activation, {"relu", "tanh", "sigmoid"}))
+  FTCC_REQUIRE(one_of(parallel, {"dp", "pp", "tp"})) << "--parallel '" << parallel << "': expected dp, pp or tp";
+  FTCC_REQUIRE(one_of(activation, {"relu", "tanh", "sigmoid"}))
       << "--activation '" << activation << "': expected relu, tanh or sigmoid";
-  FTCC_CHECK(one_of(optimizer, {"sgd", "adam", "adamw"})) << "--optimizer '" << optimizer << "': expected sgd, adam or adamw";
-  FTCC_CHECK(one_of(device, {"cpu", "cuda"})) << "--device '" << device << "': expected cpu or cuda";
-  FTCC_CHECK(one_of(on_failure, {"keep-global-batch", "keep-local-batch"}))
+  FTCC_REQUIRE(one_of(optimizer, {"sgd", "adam", "adamw"})) << "--optimizer '" << optimizer << "': expected sgd, adam or adamw";
+  FTCC_REQUIRE(one_of(device, {"cpu", "cuda"})) << "--device '" << device << "': expected cpu or cuda";
+  FTCC_REQUIRE(one_of(on_failure, {"keep-global-batch", "keep-local-batch"}))
       << "--on-failure '" << on_failure << "': expected keep-global-batch or keep-local-batch";
-  FTCC_CHECK(epochs >= 0 && steps >= 0) << "--epochs and --steps must be >= 0";
-  FTCC_CHECK(!(epochs > 0 && steps > 0)) << "give --epochs or --steps, not both";
-  FTCC_CHECK(batch > 0) << "--batch must be > 0, got " << batch;
-  FTCC_CHECK(micro_batch > 0) << "--micro-batch must be > 0, got " << micro_batch;
-  FTCC_CHECK(lr > 0) << "--lr must be > 0, got " << lr;
-  FTCC_CHECK(momentum >= 0 && momentum < 1) << "--momentum must be in [0, 1), got " << momentum;
-  FTCC_CHECK(weight_decay >= 0) << "--weight-decay must be >= 0";
-  FTCC_CHECK(hang_timeout_s >= 0) << "--hang-timeout must be >= 0 seconds";
-  FTCC_CHECK(checkpoint_every >= 0) << "--checkpoint-every must be >= 0";
-  FTCC_CHECK(checkpoint_every == 0 || !checkpoint_dir.empty()) << "--checkpoint-every needs --checkpoint-dir";
-  FTCC_CHECK(held_out > 0 && held_out < 1) << "--held-out must be in (0, 1), got " << held_out;
-  FTCC_CHECK(bucket_mb > 0) << "--bucket-mb must be > 0";
-  FTCC_CHECK(metrics_port < 65536) << "--metrics-port must be < 65536";
-  FTCC_CHECK(micro_batches > 0) << "--micro-batches must be > 0";
-  FTCC_CHECK(replicas >= 0 && replicate_every > 0) << "--replicas >= 0 and --replicate-every > 0";
+  FTCC_REQUIRE(epochs >= 0 && steps >= 0) << "--epochs and --steps must be >= 0";
+  FTCC_REQUIRE(!(epochs > 0 && steps > 0)) << "give --epochs or --steps, not both";
+  FTCC_REQUIRE(batch > 0) << "--batch must be > 0, got " << batch;
+  FTCC_REQUIRE(micro_batch > 0) << "--micro-batch must be > 0, got " << micro_batch;
+  FTCC_REQUIRE(lr > 0) << "--lr must be > 0, got " << lr;
+  FTCC_REQUIRE(momentum >= 0 && momentum < 1) << "--momentum must be in [0, 1), got " << momentum;
+  FTCC_REQUIRE(weight_decay >= 0) << "--weight-decay must be >= 0";
+  FTCC_REQUIRE(hang_timeout_s >= 0) << "--hang-timeout must be >= 0 seconds";
+  FTCC_REQUIRE(checkpoint_every >= 0) << "--checkpoint-every must be >= 0";
+  FTCC_REQUIRE(checkpoint_every == 0 || !checkpoint_dir.empty()) << "--checkpoint-every needs --checkpoint-dir";
+  FTCC_REQUIRE(held_out > 0 && held_out < 1) << "--held-out must be in (0, 1), got " << held_out;
+  FTCC_REQUIRE(bucket_mb > 0) << "--bucket-mb must be > 0";
+  FTCC_REQUIRE(metrics_port < 65536) << "--metrics-port must be < 65536";
+  FTCC_REQUIRE(micro_batches > 0) << "--micro-batches must be > 0";
+  FTCC_REQUIRE(replicas >= 0 && replicate_every > 0) << "--replicas >= 0 and --replicate-every > 0";
   if (!layers.empty()) {
-    FTCC_CHECK(layers.size() >= 2) << "--layers needs at least two widths (input,output), got " << layers.size();
-    for (auto w : layers) FTCC_CHECK(w > 0) << "--layers widths must be > 0, got " << w;
+    FTCC_REQUIRE(layers.size() >= 2) << "--layers needs at least two widths (input,output), got " << layers.size();
+    for (auto w : layers) FTCC_REQUIRE(w > 0) << "--layers widths must be > 0, got " << w;
   }
   recovery::parse_fault_specs(inject);  // throws with the grammar
 }

@@ -20,7 +20,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 std::int64_t parse_positive(const std::string& spec, const std::string& field, const char* what) {
   std::int64_t v = 0;
   auto [p, ec] = std::from_chars(field.data(), field.data() + field.size(), v);
-  FTCC_CHECK(ec == std::errc() && p == field.data() + field.size() && v > 0)
+  FTCC_REQUIRE(ec == std::errc() && p == field.data() + field.size() && v > 0)
       << "--dataset '" << spec << "': " << what << " '" << field << "' is not a positive integer "
       << "(expected synthetic:N:IN:OUT)";
   return v;
@@ -35,10 +35,10 @@ data::Dataset synthetic(const std::string& spec, std::uint64_t seed) {
     if (pos == std::string::npos) break;
     start = pos + 1;
   }
-  FTCC_CHECK(f.size() == 4) << "--dataset '" << spec << "': expected synthetic:N:IN:OUT";
+  FTCC_REQUIRE(f.size() == 4) << "--dataset '" << spec << "': expected synthetic:N:IN:OUT";
   const auto n = parse_positive(spec, f[1], "N"), in = parse_positive(spec, f[2], "IN"),
              out = parse_positive(spec, f[3], "OUT");
-  FTCC_CHECK(n * in <= (std::int64_t{1} << 31)) << "--dataset '" << spec << "' is too large";
+  FTCC_REQUIRE(n * in <= (std::int64_t{1} << 31)) << "--dataset '" << spec << "' is too large";
   tensor::Philox xs(seed, 101), ws(seed, 102);
   std::vector<float> x(static_cast<size_t>(n * in)), y(static_cast<size_t>(n * out)), w(static_cast<size_t>(in * out));
   // Box-Muller on Philox uniforms: identical on every platform.
@@ -61,7 +61,7 @@ data::Dataset synthetic(const std::string& spec, std::uint64_t seed) {
 }
 
 data::Dataset last_column_is_target(const tensor::Tensor& t, const std::string& path) {
-  FTCC_CHECK(t.dim() == 2 && t.size(1) >= 2) << "--dataset '" << path << "': need a 2-D table with at least "
+  FTCC_REQUIRE(t.dim() == 2 && t.size(1) >= 2) << "--dataset '" << path << "': need a 2-D table with at least "
                                              << "two columns (features..., target)";
   const std::int64_t rows = t.size(0), cols = t.size(1);
   const auto v = t.to(tensor::DType::F32).to_vector();
@@ -91,11 +91,11 @@ TrainingData load_training_data(const std::string& spec, std::uint64_t seed, dou
   } else if (spec.rfind("synthetic:", 0) == 0) {
     all = synthetic(spec, seed);
   } else if (ends_with(spec, ".csv") || ends_with(spec, ".csv.gz")) {
-    FTCC_CHECK(std::filesystem::exists(spec)) << "--dataset '" << spec << "': no such file";
+    FTCC_REQUIRE(std::filesystem::exists(spec)) << "--dataset '" << spec << "': no such file";
     const auto table = data::read_csv(spec);
     all = last_column_is_target(data::columns(table, 0, table.cols), spec);
   } else if (ends_with(spec, ".npy")) {
-    FTCC_CHECK(std::filesystem::exists(spec)) << "--dataset '" << spec << "': no such file";
+    FTCC_REQUIRE(std::filesystem::exists(spec)) << "--dataset '" << spec << "': no such file";
     all = last_column_is_target(data::read_npy(spec), spec);
   } else {
     throw ftcc::InvalidArgument("--dataset '" + spec +
@@ -103,7 +103,7 @@ TrainingData load_training_data(const std::string& spec, std::uint64_t seed, dou
                                 "a .csv / .csv.gz file or a .npy file");
   }
   auto [train, test] = data::train_test_split(all, held_out, seed);
-  FTCC_CHECK(train.size() > 0 && test.size() > 0) << "--dataset '" << spec << "' has too few samples ("
+  FTCC_REQUIRE(train.size() > 0 && test.size() > 0) << "--dataset '" << spec << "' has too few samples ("
                                                   << all.size() << ") for a train/held-out split";
   const auto scaler = data::Standardizer::fit(train.features);
   train.features = scaler.apply(train.features);

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""End-to-end tests of ftcc-train as a user runs it: tools/ftcc-run -n N build/tools/ftcc-train ...
+
+Each case is one meson test: train_e2e.py BUILD_DIR CASE. Runs are real MPI jobs; kills are
+real (the fault injector SIGKILLs the rank); results are read from the FTCC_SUMMARY line.
+Tolerances:
+  * fault-free DP on n ranks vs 1 rank: same data, same batches, only the summation order of the
+    gradient allreduce differs, so float rounding (~1e-7 relative per step) accumulates over the
+    steps: final losses agree to 1e-3 relative;
+  * with kills: the lost step is redone on the survivors with the same global batch, so the
+    trajectory is the fault-free one up to rounding: within 2% (the issue's bound);
+  * --deterministic: bitwise, compared by SHA-256 of the parameters.
+"""
+import json, os, subprocess, sys, tempfile
+
+build, case = sys.argv[1], sys.argv[2]
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+run_cmd = os.path.join(root, "tools", "ftcc-run")
+train = os.path.join(build, "tools", "ftcc-train")
+failures = []
+
+
+def run(n, *args, expect_rc=0, timeout=120):
+    cmd = [run_cmd, "-n", str(n), train, "--quiet", *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != expect_rc:
+        sys.exit(f"FAIL: {' '.join(cmd)}\n  exit {p.returncode}, expected {expect_rc}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    summary = None
+    for line in p.stdout.splitlines():
+        if line.startswith("FTCC_SUMMARY "):
+            if summary is not None:
+                sys.exit("FAIL: more than one FTCC_SUMMARY line")
+            summary = json.loads(line[len("FTCC_SUMMARY "):])
+    if expect_rc == 0 and summary is None:
+        sys.exit(f"FAIL: no FTCC_SUMMARY line from {' '.join(cmd)}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+    return summary, p
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-12)
+
+
+DIGITS_MODEL = ["--dataset", "digits", "--layers", "64,64,10", "--lr", "0.05", "--batch", "64"]
+DIGITS = DIGITS_MODEL + ["--epochs", "6"]
+DIGITS_TRAIN = 1438  # 1797 minus the 20% held out
+DIABETES = ["--dataset", "diabetes", "--layers", "10,1", "--epochs", "30", "--lr", "0.05", "--batch", "32",
+            "--momentum", "0.5"]
+DIABETES_TRAIN = 354
+
+if case == "fault_free_matches_single_process":
+    base, _ = run(1, *DIGITS)
+    for n in (2, 4):
+        s, _ = run(n, *DIGITS)
+        check(rel(s["final_loss"], base["final_loss"]) < 1e-3,
+              f"{n} ranks: final loss {s['final_loss']:.6f} vs 1 rank {base['final_loss']:.6f}")
+        check(s["samples_seen"] == 6 * DIGITS_TRAIN, f"{n} ranks: samples_seen {s['samples_seen']}")
+    det = [run(n, *DIGITS, "--deterministic")[0]["param_sha256"] for n in (1, 2, 4)]
+    check(len(set(det)) == 1, f"--deterministic on 1, 2, 4 ranks: one SHA-256 ({set(det)})")
+    check(base["eval_name"] == "accuracy" and base["eval_metric"] > 0.9, f"digits held-out accuracy {base['eval_metric']:.3f}")
+
+elif case in ("kills_digits", "kills_diabetes"):
+    args, size, epochs = (DIGITS, DIGITS_TRAIN, 6) if case == "kills_digits" else (DIABETES, DIABETES_TRAIN, 30)
+    base, _ = run(4, *args)
+    plans = [
+        ("kill rank 2 at step 20", ["--inject", "kill:rank=2:step=20"], 3),
+        ("kill rank 1 inside the allreduce of step 33", ["--inject", "kill:rank=1:step=33:phase=allreduce"], 3),
+        ("kill rank 0, then rank 3", ["--inject", "kill:rank=0:step=10", "--inject", "kill:rank=3:step=70"], 2),
+    ]
+    for what, inject, final in plans:
+        s, _ = run(4, *args, *inject)
+        check(s["world_size_final"] == final, f"{what}: world {s['world_size_initial']} -> {s['world_size_final']}")
+        check(rel(s["final_loss"], base["final_loss"]) < 0.02,
+              f"{what}: final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
+        check(s["samples_seen"] == epochs * size, f"{what}: samples_seen {s['samples_seen']} == {epochs} x {size}")
+        check(len(s["recoveries"]) == 4 - final, f"{what}: {len(s['recoveries'])} recoveries")
+
+elif case == "deterministic_with_kills":
+    a, _ = run(1, *DIGITS, "--deterministic")
+    b, _ = run(4, *DIGITS, "--deterministic")
+    c, _ = run(4, *DIGITS, "--deterministic", "--inject", "kill:rank=1:step=15",
+               "--inject", "kill:rank=3:step=60:phase=allreduce")
+    check(c["world_size_final"] == 2, f"two kills: world 4 -> {c['world_size_final']}")
+    check(a["param_sha256"] == b["param_sha256"] == c["param_sha256"],
+          f"SHA-256 1 rank {a['param_sha256'][:12]}, 4 ranks {b['param_sha256'][:12]}, 4 ranks with 2 kills {c['param_sha256'][:12]}")
+
+elif case == "checkpoint_resume":
+    with tempfile.TemporaryDirectory() as d:
+        ck = os.path.join(d, "ck")
+        full, _ = run(2, *DIGITS_MODEL, "--deterministic", "--steps", "60")
+        run(2, *DIGITS_MODEL, "--deterministic", "--steps", "40", "--checkpoint-dir", ck, "--checkpoint-every", "10")
+        names = sorted(os.listdir(ck))
+        check("ckpt-0000000040.json" in names and "ckpt-0000000030.safetensors" in names, f"checkpoints written: {names}")
+        resumed, p = run(2, *DIGITS_MODEL, "--deterministic", "--steps", "60", "--resume", ck)
+        check(resumed["param_sha256"] == full["param_sha256"], "resume at 40 -> 60 equals uninterrupted 60 (bitwise)")
+        check(resumed["samples_seen"] == full["samples_seen"], f"samples_seen after resume {resumed['samples_seen']}")
+        # Corrupt the newest: resume must say so and use the previous one (step 30).
+        with open(os.path.join(ck, "ckpt-0000000040.safetensors"), "r+b") as f:
+            f.truncate(100)
+        resumed2, p = run(2, *DIGITS_MODEL, "--deterministic", "--steps", "60", "--resume", ck)
+        check("checksum mismatch" in p.stderr and "ckpt-0000000030" in p.stderr,
+              "corrupt newest checkpoint refused with a message, previous one used")
+        check(resumed2["param_sha256"] == full["param_sha256"], "resume from 30 -> 60 equals uninterrupted 60")
+        # A checkpoint of another model is refused with the tensor named, nothing overwritten.
+        before = sorted(os.listdir(ck))
+        _, p = run(2, "--dataset", "digits", "--layers", "64,32,10", "--steps", "5", "--resume", ck, expect_rc=2)
+        check("0.weight" in p.stderr, "checkpoint of another model refused naming the tensor: " + p.stderr.strip()[-200:])
+        check(sorted(os.listdir(ck)) == before, "nothing in the checkpoint folder changed")
+
+elif case == "json_log":
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "log.jsonl")
+        s, _ = run(3, *DIGITS, "--log-json", path, "--inject", "kill:rank=0:step=30")
+        events = [json.loads(l) for l in open(path)]
+        steps = [e for e in events if e["event"] == "step"]
+        rec = [e for e in events if e["event"] == "recovery"]
+        check(len(steps) == s["steps"], f"{len(steps)} step lines for {s['steps']} steps (rank 0 died: its successor appended)")
+        check(len(rec) == 1 and rec[0]["failed"] == [0], f"one recovery event naming rank 0: {rec}")
+        check(events[-1]["event"] == "summary", "the log ends with the summary")
+        check(all(k in steps[0] for k in ("step", "epoch", "loss", "world_size", "samples_per_s", "time")), "step fields")
+
+elif case == "bad_input":
+    bad = [
+        (["--dataset", "nope"], "unknown dataset"),
+        (["--dataset", "digits", "--layers", "10,64,10"], "--layers starts with 10"),
+        (["--dataset", "digits", "--layers", "64,64,3"], "--layers ends with 3"),
+        (["--epochs", "2", "--steps", "3"], "not both"),
+        (["--inject", "kill:rank=1"], "step=S is required"),
+        (["--batch", "0"], "--batch must be > 0"),
+        (["--optimizer", "rmsprop"], "--optimizer"),
+        (["--no-such-flag"], "no-such-flag"),
+        (["--dataset", "/nonexistent/data.csv"], "no such file"),
+        (["--parallel", "pp"], "--parallel pp"),
+        (["--steps", "2", "--resume", "/nonexistent-ckpt"], "no valid checkpoint"),
+    ]
+    if os.environ.get("FTCC_TEST_HAS_GPU") != "1":
+        bad.append((["--device", "cuda", "--steps", "2"], "--device cuda: no usable CUDA device"))
+    for args, needle in bad:
+        _, p = run(2, *args, expect_rc=2)
+        err = p.stderr.strip()
+        check(needle in err and err.count("\n") < 6, f"{args}: exit 2, '{needle}' in: {err[:160]}")
+    # Ranks started with different flags (MPMD launch) are refused.
+    cmd = [run_cmd, "-n", "1", train, "--steps", "3", "--lr", "0.1", ":", "-n", "1", train, "--steps", "3", "--lr", "0.2"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 2 and "different configurations" in p.stderr, "mismatched configs across ranks: exit 2 with a message")
+else:
+    sys.exit(f"unknown case {case}")
+
+if failures:
+    sys.exit(f"{len(failures)} check(s) failed")
+print(f"{case}: all checks passed")
