@@ -22,6 +22,10 @@ inline constexpr std::size_t kMaxTreeSegments = 4;
 inline constexpr std::size_t kMaxChainSegments = 8;
 // rhd_allreduce exchanges whole vectors (recursive doubling) up to this size.
 inline constexpr std::size_t kRecursiveDoublingBytes = 4 * 1024;
+// allgather / reduce_scatter on 2^k ranks use recursive doubling / halving (log2 n steps) up to
+// these totals (all ranks' data), the ring above them.
+inline constexpr std::size_t kRecursiveAllgatherBytes = 1 << 20;
+inline constexpr std::size_t kRecursiveReduceScatterBytes = 64 * 1024;
 
 void ring_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                         std::size_t segment_bytes, int window);

@@ -1,4 +1,6 @@
-// allgather on the ring allgather phase: n-1 steps, each block forwarded as it arrives.
+// allgather. Small totals on 2^k ranks: recursive doubling, log2 n exchanges (step k swaps the
+// 2^k blocks gathered so far with rank r xor 2^k). Otherwise the ring allgather phase: n-1 steps,
+// each block forwarded as it arrives (bandwidth-optimal for any n).
 #include <cstring>
 
 #include "comm/algorithms.hpp"
@@ -7,6 +9,21 @@
 #include "comm/ring_phases.hpp"
 
 namespace ftcc::comm {
+namespace {
+
+void recursive_doubling(OpContext& ctx, std::byte* buf, std::size_t block_bytes) {
+  const int n = ctx.size(), r = ctx.rank();
+  for (int mask = 1; mask < n; mask <<= 1) {
+    const int partner = r ^ mask;
+    const std::size_t mine = static_cast<std::size_t>(r & ~(mask - 1)) * block_bytes;
+    const std::size_t theirs = static_cast<std::size_t>(partner & ~(mask - 1)) * block_bytes;
+    const std::size_t bytes = static_cast<std::size_t>(mask) * block_bytes;
+    OpContext::Handle h[2] = {ctx.irecv(buf + theirs, bytes, partner), ctx.isend(buf + mine, bytes, partner)};
+    ctx.wait_all(h, 2);
+  }
+}
+
+}  // namespace
 
 void allgather(Communicator& comm, const void* send, void* recv, std::size_t send_count, DType dtype,
                const CollectiveOptions& o) {
@@ -23,6 +40,10 @@ void allgather(Communicator& comm, const void* send, void* recv, std::size_t sen
                               auto* base = static_cast<std::byte*>(rv);
                               std::byte* my_block = base + static_cast<std::size_t>(r) * send_count * esz;
                               if (s && s != my_block) std::memcpy(my_block, s, send_count * esz);
+                              if ((n & (n - 1)) == 0 && total <= detail::kRecursiveAllgatherBytes) {
+                                recursive_doubling(ctx, base, send_count * esz);
+                                return;
+                              }
                               std::vector<detail::Block> blocks(static_cast<std::size_t>(n));
                               for (std::size_t b = 0; b < blocks.size(); ++b) blocks[b] = {b * send_count, send_count};
                               detail::ring_allgather(ctx, rv, blocks, dtype,

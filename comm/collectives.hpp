@@ -22,8 +22,8 @@
 //                     options.algo, or by FTCC_ALLREDUCE_ALGO=ring|tree|rhd|auto
 //   broadcast         binomial tree, or pipelined chain for large messages on more than 4 ranks
 //   reduce            pipelined binomial tree
-//   reduce_scatter    ring (block r of the reduction lands on rank r)
-//   allgather         ring
+//   reduce_scatter    recursive halving (small, 2^k ranks) or ring; block r lands on rank r
+//   allgather         recursive doubling (small, 2^k ranks) or ring
 //   barrier           dissemination (ceil(log2 n) rounds of zero-byte messages)
 //   allreduce_async   nonblocking allreduce: start now, wait() later (comm/allreduce_async.hpp)
 //

@@ -292,7 +292,7 @@ std::vector<std::string> algos_for(const std::string& op, const std::string& alg
   if (algo != "all") return {algo};
   if (op == "allreduce") return {"mpi", "ring", "tree", "rhd", "auto"};
   if (op == "broadcast") return {"mpi", "binomial", "chain", "auto"};
-  return {"mpi", "ring"};
+  return {"mpi", "auto"};  // reduce_scatter / allgather: ftcc picks recursive halving/doubling or ring
 }
 
 }  // namespace
@@ -310,7 +310,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"allreduce", "broadcast", "reduce_scatter", "allgather"}));
   app.add_option("--algo", cfg.algo,
                  "allreduce: ring|tree|rhd|auto|mpi|all; broadcast: binomial|chain|auto|mpi|all; "
-                 "reduce_scatter/allgather: ring|mpi|all");
+                 "reduce_scatter/allgather: auto|mpi|all (auto: ftcc's choice of recursive or ring)");
   app.add_option("-b,--min-bytes", cfg.min_bytes, "smallest size (K, M, G suffixes)");
   app.add_option("-e,--max-bytes", cfg.max_bytes, "largest size");
   app.add_option("-f,--step-factor", cfg.factor, "size multiplier between rows")->check(CLI::Range(1.01, 1e9));
