@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -324,6 +325,33 @@ TEST(DeviceStaging, HostBuffersPassStraightThrough) {
   });
   EXPECT_EQ(seen_send, a.data());
   EXPECT_EQ(seen_recv, b.data());
+}
+
+TEST(Environment, TimeoutAndAlgorithmOverrides) {
+  setenv("FTCC_COMM_TIMEOUT_S", "2.5", 1);
+  EXPECT_EQ(default_timeout_s(), 2.5);
+  {
+    auto world = MemoryWorld::create(1);
+    Communicator c(world->endpoint(0));
+    EXPECT_EQ(c.timeout_s(), 2.5);
+    Communicator d(world->endpoint(0), CommOptions{7});
+    EXPECT_EQ(d.timeout_s(), 7);
+    EXPECT_EQ(d.resolve_timeout(0), 7);
+    EXPECT_EQ(d.resolve_timeout(1.5), 1.5);
+  }
+  setenv("FTCC_COMM_TIMEOUT_S", "nonsense", 1);
+  EXPECT_EQ(default_timeout_s(), 300);
+  unsetenv("FTCC_COMM_TIMEOUT_S");
+  EXPECT_EQ(default_timeout_s(), 300);
+
+  setenv("FTCC_ALLREDUCE_ALGO", "tree", 1);
+  EXPECT_EQ(resolve_allreduce_algo(AllreduceAlgo::automatic, 1 << 30, 4), AllreduceAlgo::tree);
+  EXPECT_EQ(resolve_allreduce_algo(AllreduceAlgo::ring, 8, 4), AllreduceAlgo::ring);  // explicit wins
+  setenv("FTCC_ALLREDUCE_ALGO", "auto", 1);
+  EXPECT_EQ(resolve_allreduce_algo(AllreduceAlgo::automatic, 1 << 30, 4), AllreduceAlgo::ring);
+  unsetenv("FTCC_ALLREDUCE_ALGO");
+  EXPECT_EQ(resolve_allreduce_algo(AllreduceAlgo::automatic, 8, 4), AllreduceAlgo::rhd);
+  EXPECT_EQ(resolve_allreduce_algo(AllreduceAlgo::automatic, 16 * 1024, 4), AllreduceAlgo::tree);
 }
 
 }  // namespace
