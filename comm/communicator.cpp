@@ -121,7 +121,9 @@ Communicator& Communicator::operator=(Communicator&& o) noexcept {
 
 Communicator::~Communicator() {
   transport_.reset();  // abandons anything still outstanding before the communicator goes
-  if (owned_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  int finalized = 0;
+  MPI_Finalized(&finalized);  // a Communicator that outlives MPI_Finalize must not touch MPI
+  if (owned_ && comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
 }
 
 void Communicator::set_timeout_s(double seconds) {

@@ -55,6 +55,9 @@ MpiTransport::MpiTransport(MPI_Comm comm) : comm_(comm) {
 }
 
 MpiTransport::~MpiTransport() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
   for (Handle h = 0; h < slots_.size(); ++h)
     if (slots_[h].busy) abandon(h);
 }
