@@ -80,6 +80,17 @@ elif case in ("kills_digits", "kills_diabetes"):
         check(s["samples_seen"] == epochs * size, f"{what}: samples_seen {s['samples_seen']} == {epochs} x {size}")
         check(len(s["recoveries"]) == 4 - final, f"{what}: {len(s['recoveries'])} recoveries")
 
+    if case == "kills_digits":
+        # keep-local-batch: the global batch shrinks with the world from the next epoch on.
+        s, _ = run(4, *args, "--on-failure", "keep-local-batch", "--inject", "kill:rank=3:step=30")
+        check(s["world_size_final"] == 3 and s["samples_seen"] == epochs * size,
+              f"keep-local-batch: world 4 -> {s['world_size_final']}, samples_seen {s['samples_seen']}")
+        per_epoch_64, per_epoch_48 = -(-size // 64), -(-size // 48)
+        check(s["steps"] > per_epoch_64 * epochs and s["steps"] <= per_epoch_64 + per_epoch_48 * (epochs - 1),
+              f"keep-local-batch: {s['steps']} steps (batch 64 -> 48 after the first epoch)")
+        check(rel(s["final_loss"], base["final_loss"]) < 0.10,
+              f"keep-local-batch: final loss {s['final_loss']:.5f} close to fault-free {base['final_loss']:.5f}")
+
 elif case == "deterministic_with_kills":
     a, _ = run(1, *DIGITS, "--deterministic")
     b, _ = run(4, *DIGITS, "--deterministic")
