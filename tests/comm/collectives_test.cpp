@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -409,6 +410,31 @@ void expect_survivors_see_failure(const std::function<void(Communicator&, std::v
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(s, 10.0) << "failure took too long to surface";
   std::printf("[rank %d] saw the failure after %.3f s\n", comm.rank(), s);
+}
+
+// Point-to-point (pipeline training): a receive from a rank that dies throws ProcessFailed
+// naming it, within the deadline's fraction it takes ULFM to notice.
+TEST(CollectivesKill, RecvFromDeadPeerThrowsProcessFailed) {
+  ASSERT_EQ(world_size(), 4) << "run with 4 ranks";
+  Communicator comm = Communicator::duplicate(MPI_COMM_WORLD, CommOptions{60});
+  if (comm.rank() == 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let rank 3 post its receive
+    std::raise(SIGKILL);
+  }
+  if (comm.rank() == 3) {
+    std::vector<float> v(1000);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      comm.recv(v.data(), v.size(), DType::f32, 2, 0);
+      ADD_FAILURE() << "received from a dead rank";
+    } catch (const ProcessFailed& e) {
+      EXPECT_NE(std::find(e.failed_ranks().begin(), e.failed_ranks().end(), 2), e.failed_ranks().end()) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "expected ProcessFailed, got: " << e.what();
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(s, 10.0);
+  }
 }
 
 TEST(CollectivesKill, RingAllreduceSurvivorsSeeTheFailure) {
