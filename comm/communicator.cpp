@@ -229,6 +229,11 @@ void P2PRequest::wait(double timeout_s) {
   unsigned idle = 0;
   while (!test()) {
     if (++idle > 4) std::this_thread::yield();
+    if (idle % 64 == 0 && comm_->transport().revoked()) {  // see Transport::revoked
+      comm_->transport().abandon(handle_);
+      active_ = false;
+      throw Revoked(op_, revoked_error_class());
+    }
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > limit) {
       comm_->transport().abandon(handle_);
