@@ -1,6 +1,7 @@
 #include "comm/op_context.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <thread>
 
 #include "comm/errors.hpp"
@@ -91,13 +92,23 @@ bool OpContext::test(Handle h) {
 }
 
 void OpContext::wait_all(const Handle* hs, std::size_t n) {
+  // Completion flags without a heap allocation in the common case (the algorithms wait on pairs).
+  std::vector<bool> big;
+  std::uint64_t small = 0;
+  if (n > 64) big.assign(n, false);
+  auto done = [&](std::size_t i) { return n > 64 ? static_cast<bool>(big[i]) : ((small >> i) & 1u) != 0; };
+  auto mark = [&](std::size_t i) {
+    if (n > 64)
+      big[i] = true;
+    else
+      small |= std::uint64_t{1} << i;
+  };
   std::size_t left = n;
-  std::vector<bool> done(n, false);
   while (left) {
     bool any = false;
     for (std::size_t i = 0; i < n; ++i)
-      if (!done[i] && test(hs[i])) {
-        done[i] = true;
+      if (!done(i) && test(hs[i])) {
+        mark(i);
         --left;
         any = true;
       }
