@@ -1,6 +1,8 @@
 #include "train/train_config.hpp"
 
+#include <cmath>
 #include <sstream>
+#include <utility>
 
 #include "base/error.hpp"
 #include "recovery/fault_spec.hpp"
@@ -31,11 +33,17 @@ void TrainConfig::validate() const {
   FTCC_REQUIRE(lr > 0) << "--lr must be > 0, got " << lr;
   FTCC_REQUIRE(momentum >= 0 && momentum < 1) << "--momentum must be in [0, 1), got " << momentum;
   FTCC_REQUIRE(weight_decay >= 0) << "--weight-decay must be >= 0";
-  FTCC_REQUIRE(hang_timeout_s >= 0) << "--hang-timeout must be >= 0 seconds";
+  // Non-finite values pass the range checks below (inf > 0) and then overflow the conversions
+  // to milliseconds and bytes (undefined behaviour); found by fuzz/train_config_fuzz.cpp.
+  for (const auto& [flag, v] : {std::pair<const char*, double>{"--lr", lr}, {"--momentum", momentum},
+                                {"--weight-decay", weight_decay}, {"--hang-timeout", hang_timeout_s},
+                                {"--held-out", held_out}, {"--bucket-mb", bucket_mb}})
+    FTCC_REQUIRE(std::isfinite(v)) << flag << " must be a finite number, got " << v;
+  FTCC_REQUIRE(hang_timeout_s >= 0 && hang_timeout_s <= 1e6) << "--hang-timeout must be in [0, 1e6] seconds";
   FTCC_REQUIRE(checkpoint_every >= 0) << "--checkpoint-every must be >= 0";
   FTCC_REQUIRE(checkpoint_every == 0 || !checkpoint_dir.empty()) << "--checkpoint-every needs --checkpoint-dir";
   FTCC_REQUIRE(held_out > 0 && held_out < 1) << "--held-out must be in (0, 1), got " << held_out;
-  FTCC_REQUIRE(bucket_mb > 0) << "--bucket-mb must be > 0";
+  FTCC_REQUIRE(bucket_mb > 0 && bucket_mb <= 1e6) << "--bucket-mb must be in (0, 1e6]";
   FTCC_REQUIRE(metrics_port < 65536) << "--metrics-port must be < 65536";
   FTCC_REQUIRE(micro_batches > 0) << "--micro-batches must be > 0";
   FTCC_REQUIRE(replicas >= 0 && replicate_every > 0) << "--replicas >= 0 and --replicate-every > 0";
