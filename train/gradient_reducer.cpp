@@ -10,6 +10,8 @@ namespace ftcc::train {
 
 GradientReducer::GradientReducer(nn::NamedTensors grads, std::size_t bucket_bytes) : grads_(std::move(grads)) {
   numel_ = static_cast<std::size_t>(nn::total_numel(grads_));
+  flat_.resize(numel_);
+  fixed_.resize(numel_);
   const std::size_t per_bucket = std::max<std::size_t>(1, bucket_bytes / sizeof(float));
   for (std::size_t b = 0; b < numel_; b += per_bucket) bucket_begin_.push_back(b);
   if (bucket_begin_.empty()) bucket_begin_.push_back(0);
@@ -23,7 +25,11 @@ std::size_t GradientReducer::bucket_size(std::size_t b) const {
 std::vector<float> GradientReducer::snapshot() const { return nn::flatten_f32(grads_); }
 
 void GradientReducer::sum(comm::Communicator& comm) {
-  flat_ = nn::flatten_f32(grads_);
+  // flat_ keeps one allocation for the whole run: after a failure, a send that our allreduce
+  // abandoned may still be read by MPI during the recovery, so the buffer must stay valid.
+  const auto values = nn::flatten_f32(grads_);
+  flat_.resize(numel_);
+  std::copy(values.begin(), values.end(), flat_.begin());
   for (std::size_t b = 0; b < buckets(); ++b)
     comm::allreduce(comm, comm::kInPlace, flat_.data() + bucket_begin_[b], bucket_size(b), comm::DType::f32,
                     comm::ReduceOp::sum);
@@ -41,7 +47,8 @@ void GradientReducer::exact_sum(comm::Communicator& comm, const std::vector<std:
   }
   comm::allreduce(comm, comm::kInPlace, maxes.data(), maxes.size(), comm::DType::f32, comm::ReduceOp::max);
   // 2. Fixed point, summed locally then across ranks: integer sums do not depend on the order.
-  fixed_.assign(numel_, 0);
+  fixed_.resize(numel_);  // same allocation every step (see sum())
+  std::fill(fixed_.begin(), fixed_.end(), 0);
   std::vector<int> exps(buckets());
   for (std::size_t b = 0; b < buckets(); ++b) exps[b] = exact_sum_exponent(maxes[b], n_total);
   for (const auto& p : parts)
