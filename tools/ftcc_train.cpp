@@ -17,6 +17,7 @@
 #include "recovery/fault_spec.hpp"
 #include "recovery/resilient_group.hpp"
 #include "train/dp_trainer.hpp"
+#include "train/pp_trainer.hpp"
 #include "train/train_config.hpp"
 
 namespace {
@@ -93,19 +94,22 @@ int main(int argc, char** argv) {
       throw ftcc::InvalidArgument(std::string(e.what()) + " (see --help)");
     }
     cfg.validate();
-    if (cfg.parallel != "dp")
-      throw ftcc::InvalidArgument("--parallel " + cfg.parallel +
-                                  ": model-parallel training is not available in this version; use --parallel dp");
+    if (cfg.parallel == "tp")
+      throw ftcc::InvalidArgument("--parallel tp: tensor-parallel training is not available in this version; use --parallel dp or pp");
     ftcc::recovery::GroupOptions go;
     go.hang_timeout = std::chrono::milliseconds(static_cast<long long>(cfg.hang_timeout_s * 1000));
     go.faults = ftcc::recovery::parse_fault_specs(cfg.inject);
     go.verbose = false;  // the trainer's log prints each recovery
     ftcc::recovery::ResilientGroup group(MPI_COMM_WORLD, go);
-    ftcc::train::train_data_parallel(cfg, group);
+    if (cfg.parallel == "pp") ftcc::train::train_pipeline_parallel(cfg, group);
+    else ftcc::train::train_data_parallel(cfg, group);
   } catch (const ftcc::InvalidArgument& e) {
     // Configuration errors are found identically on every rank: one message, status 2.
     if (rank == 0) std::fprintf(stderr, "ftcc-train: %s\n", e.what());
     rc = 2;
+  } catch (const ftcc::train::TrainingStateLost&) {
+    // Found identically by every survivor (and printed by the new rank 0): leave together.
+    rc = 1;
   } catch (const std::exception& e) {
     // An error on this rank alone: leave without MPI_Finalize (which would wait for the others).
     // The exit guard of the ResilientGroup turns that into a process failure, so the other

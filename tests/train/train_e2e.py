@@ -52,6 +52,7 @@ DIGITS_TRAIN = 1438  # 1797 minus the 20% held out
 DIABETES = ["--dataset", "diabetes", "--layers", "10,1", "--epochs", "30", "--lr", "0.05", "--batch", "32",
             "--momentum", "0.5"]
 DIABETES_TRAIN = 354
+PP_MODEL = ["--dataset", "digits", "--layers", "64,64,64,64,10", "--lr", "0.05", "--batch", "64", "--epochs", "6"]
 
 if case == "fault_free_matches_single_process":
     base, _ = run(1, *DIGITS)
@@ -146,7 +147,8 @@ elif case == "bad_input":
         (["--optimizer", "rmsprop"], "--optimizer"),
         (["--no-such-flag"], "no-such-flag"),
         (["--dataset", "/nonexistent/data.csv"], "no such file"),
-        (["--parallel", "pp"], "--parallel pp"),
+        (["--parallel", "pp", "--layers", "64,10"], "--parallel pp on 2 ranks needs at least 2 layers"),
+        (["--parallel", "tp"], "--parallel tp"),
         (["--steps", "2", "--resume", "/nonexistent-ckpt"], "no valid checkpoint"),
     ]
     if os.environ.get("FTCC_TEST_HAS_GPU") != "1":
@@ -159,6 +161,64 @@ elif case == "bad_input":
     cmd = [run_cmd, "-n", "1", train, "--steps", "3", "--lr", "0.1", ":", "-n", "1", train, "--steps", "3", "--lr", "0.2"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     check(p.returncode == 2 and "different configurations" in p.stderr, "mismatched configs across ranks: exit 2 with a message")
+elif case == "pp_fault_free_matches_single_process":
+    # Pipeline parallel: the same layer-by-layer math on every rank count (each micro-batch's
+    # GEMMs are the same whatever the stage boundaries), so 1..4 stages give the same bits. Against
+    # single-process (dp, 1 rank) training the batch's gradient is a sum of M micro-batch GEMMs
+    # instead of one GEMM over the batch: float rounding (~1e-7 relative per step) accumulates over
+    # the 138 steps, hence 1e-3 relative on the final loss, as for dp on several ranks.
+    base, _ = run(1, *PP_MODEL)
+    shas = set()
+    for n in (1, 2, 3, 4):
+        s, _ = run(n, *PP_MODEL, "--parallel", "pp", "--micro-batches", "4")
+        check(rel(s["final_loss"], base["final_loss"]) < 1e-3,
+              f"pp on {n} ranks: final loss {s['final_loss']:.6f} vs single process {base['final_loss']:.6f}")
+        check(s["samples_seen"] == 6 * DIGITS_TRAIN and s["world_size_final"] == n, f"pp on {n} ranks: samples_seen {s['samples_seen']}")
+        check(abs(s["eval_metric"] - base["eval_metric"]) < 0.01, f"pp on {n} ranks: accuracy {s['eval_metric']:.4f} vs {base['eval_metric']:.4f}")
+        shas.add(s["param_sha256"])
+    check(len(shas) == 1, f"pp on 1..4 ranks: one SHA-256 ({len(shas)} distinct)")
+
+elif case == "pp_kills":
+    args = [*PP_MODEL, "--parallel", "pp", "--micro-batches", "4"]
+    base, _ = run(4, *args)
+    plans = [
+        ("kill rank 0 (first stage) at step 20", ["--inject", "kill:rank=0:step=20"]),
+        ("kill rank 3 (last stage) at step 41", ["--inject", "kill:rank=3:step=41"]),
+        ("kill rank 2 inside the allreduce of step 33, replicas every 5 steps",
+         ["--inject", "kill:rank=2:step=33:phase=allreduce", "--replicate-every", "5"]),
+        ("kill rank 1 at step 57 with 2 replicas", ["--inject", "kill:rank=1:step=57", "--replicas", "2"]),
+    ]
+    for what, inject in plans:
+        s, p = run(4, *args, *inject)
+        check(s["world_size_final"] == 3, f"{what}: world {s['world_size_initial']} -> {s['world_size_final']}")
+        check(rel(s["final_loss"], base["final_loss"]) < 0.02,
+              f"{what}: final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
+        # Rolled back to a complete copy and redone with the same batches: the same bits.
+        check(s["param_sha256"] == base["param_sha256"], f"{what}: SHA-256 equals the fault-free run's")
+        check(s["samples_seen"] == 6 * DIGITS_TRAIN, f"{what}: samples_seen {s['samples_seen']}")
+        check(len(s["recoveries"]) == 1 and "re-partitioned over 3 ranks" in p.stderr, f"{what}: one recovery, re-partitioned")
+
+elif case == "pp_double_failure":
+    args = [*PP_MODEL, "--parallel", "pp"]
+    base, _ = run(4, *args)
+    # Rank 1 dies at step 25; its buddy (rank 2) dies inside that recovery: layer 1 has no copy left.
+    kills = ["--inject", "kill:rank=1:step=25", "--inject", "kill:rank=2:step=25:phase=recovery"]
+    with tempfile.TemporaryDirectory() as d:
+        ck = os.path.join(d, "ck")
+        s, p = run(4, *args, *kills, "--checkpoint-dir", ck, "--checkpoint-every", "10")
+        check("FALLING BACK TO CHECKPOINT" in p.stderr and "ckpt-0000000020" in p.stderr,
+              "rank + buddy lost: falls back to the step-20 checkpoint and says so: " +
+              next((l for l in p.stderr.splitlines() if "CHECKPOINT" in l), "(no line)")[:200])
+        check(s["world_size_final"] == 2, f"world 4 -> {s['world_size_final']}")
+        check(rel(s["final_loss"], base["final_loss"]) < 0.02,
+              f"final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
+        check(s["samples_seen"] == 6 * DIGITS_TRAIN, f"samples_seen {s['samples_seen']}")
+    cmd = [run_cmd, "-n", "4", train, "--quiet", *args, *kills]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    check(p.returncode != 0 and "training state lost" in p.stderr and "layers 1" in p.stderr,
+          f"no checkpoint: exit {p.returncode} naming the lost layers: " +
+          next((l for l in p.stderr.splitlines() if "lost" in l), "(no line)")[:200])
+
 else:
     sys.exit(f"unknown case {case}")
 

@@ -1,0 +1,83 @@
+#include "train/pp_stage.hpp"
+
+#include "base/error.hpp"
+#include "optim/adam.hpp"
+#include "optim/sgd.hpp"
+#include "tensor/ops.hpp"
+#include "tensor/random.hpp"
+
+namespace ftcc::train {
+
+std::unique_ptr<optim::Optimizer> make_stage_optimizer(const TrainConfig& c, const nn::NamedTensors& params) {
+  if (c.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = c.lr, .momentum = c.momentum,
+                                                                   .weight_decay = c.weight_decay});
+  if (c.optimizer == "adamw") return std::make_unique<optim::Adam>(params, optim::adamw_options(c.lr, c.weight_decay));
+  return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = c.lr, .weight_decay = c.weight_decay});
+}
+
+nn::NamedTensors layer_state(const nn::NamedTensors& params, const nn::NamedTensors& opt_state, int layer) {
+  const std::string prefix = std::to_string(2 * layer) + ".";
+  nn::NamedTensors out;
+  for (const auto& nt : params)
+    if (nt.first.starts_with(prefix)) out.push_back(nt);
+  FTCC_CHECK(out.size() == 2) << "layer " << layer << ": expected weight and bias named " << prefix << "*";
+  bool step = false;
+  for (const auto& nt : opt_state) {
+    if (nt.first.starts_with(prefix)) out.push_back(nt);
+    if (nt.first == "step" && !step) {
+      out.push_back(nt);
+      step = true;
+    }
+  }
+  FTCC_CHECK(step) << "optimizer state has no 'step'";
+  return out;
+}
+
+PipelineStage::PipelineStage(const TrainConfig& cfg, const std::vector<std::int64_t>& widths, int first, int last)
+    : widths_(widths), first_(first), last_(last), activation_(cfg.activation) {
+  const int L = static_cast<int>(widths.size()) - 1;
+  FTCC_CHECK(0 <= first && first < last && last <= L) << "stage [" << first << ", " << last << ") of " << L << " layers";
+  for (int i = first; i < last; ++i) {
+    auto lin = std::make_shared<nn::Linear>(widths[static_cast<std::size_t>(i)], widths[static_cast<std::size_t>(i) + 1]);
+    // nn::mlp puts layer i at module index 2i and seeds each module with mix_seed(seed, index).
+    lin->reset_parameters(tensor::mix_seed(cfg.seed, static_cast<std::uint64_t>(2 * i)));
+    for (auto& [name, t] : lin->named_parameters()) params_.emplace_back(std::to_string(2 * i) + "." + name, t);
+    linears_.push_back(std::move(lin));
+  }
+  opt_ = make_stage_optimizer(cfg, params_);
+}
+
+tensor::Tensor PipelineStage::forward(const tensor::Tensor& x) const {
+  const int L = static_cast<int>(widths_.size()) - 1;
+  tensor::Tensor h = x;
+  for (int i = first_; i < last_; ++i) {
+    h = (*linears_[static_cast<std::size_t>(i - first_)])(h);
+    if (i + 1 < L) {
+      if (activation_ == "tanh") h = tensor::tanh(h);
+      else if (activation_ == "sigmoid") h = tensor::sigmoid(h);
+      else h = tensor::relu(h);
+    }
+  }
+  return h;
+}
+
+nn::NamedTensors PipelineStage::layer_state(int layer) const {
+  FTCC_CHECK(holds(layer)) << "stage [" << first_ << ", " << last_ << ") does not hold layer " << layer;
+  return train::layer_state(params_, opt_->state_dict(), layer);
+}
+
+std::vector<std::byte> PipelineStage::pack_layer(int layer) const { return nn::pack_bytes(layer_state(layer)); }
+
+void PipelineStage::unpack_layer(int layer, std::span<const std::byte> bytes) {
+  const auto list = layer_state(layer);
+  FTCC_CHECK(bytes.size() == nn::total_bytes(list)) << "layer " << layer << ": state of " << bytes.size()
+                                                    << " bytes, expected " << nn::total_bytes(list);
+  nn::unpack_bytes(list, bytes);
+}
+
+std::size_t PipelineStage::layer_bytes(int layer) const { return nn::total_bytes(layer_state(layer)); }
+
+std::size_t PipelineStage::state_bytes() const { return nn::total_bytes(params_) + nn::total_bytes(opt_->state_dict()); }
+
+}  // namespace ftcc::train

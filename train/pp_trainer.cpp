@@ -1,0 +1,535 @@
+#include "train/pp_trainer.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "base/error.hpp"
+#include "comm/collectives.hpp"
+#include "comm/errors.hpp"
+#include "data/sampler.hpp"
+#include "nn/sequential.hpp"
+#include "tensor/autograd.hpp"
+#include "tensor/ops.hpp"
+#include "train/checkpoint_store.hpp"
+#include "train/metrics_server.hpp"
+#include "train/partition.hpp"
+#include "train/pp_stage.hpp"
+#include "train/run_log.hpp"
+#include "train/state_hash.hpp"
+#include "train/training_data.hpp"
+
+namespace ftcc::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fc = ftcc::comm;
+using Bytes = std::vector<std::byte>;
+
+// User tags (< comm::Communicator::kMaxUserTag).
+constexpr int kForwardTag = 1, kBackwardTag = 2, kGatherTag = 16, kRestoreTag = 1024, kReplicaSizeTag = 3000,
+              kReplicaTag = 3100;
+
+std::vector<int> ranks_differing(fc::Communicator& comm, const Digest& mine) {
+  std::int64_t words[4];
+  std::memcpy(words, mine.data(), sizeof words);
+  std::vector<std::int64_t> all(4 * static_cast<size_t>(comm.size()));
+  fc::allgather(comm, words, all.data(), 4, fc::DType::i64);
+  std::vector<int> bad;
+  for (int r = 1; r < comm.size(); ++r)
+    if (!std::equal(all.begin() + 4 * r, all.begin() + 4 * r + 4, all.begin())) bad.push_back(r);
+  return bad;
+}
+
+struct Progress {
+  data::Cursor cursor;
+  std::int64_t step = 0;
+  std::int64_t samples_seen = 0;
+};
+
+std::string layer_list(const std::vector<int>& layers) {
+  std::ostringstream os;
+  for (std::size_t i = 0; i < layers.size(); ++i) os << (i ? ", " : "") << layers[i];
+  return os.str();
+}
+
+// The (layer, step) states this rank holds: its own snapshots and its predecessors' replicas.
+// Every entry is a genuine state of that layer after that many committed steps.
+class LayerStore {
+ public:
+  void put(int layer, std::int64_t step, Bytes bytes) { m_[layer][step] = std::move(bytes); }
+  const Bytes& get(int layer, std::int64_t step) const { return m_.at(layer).at(step); }
+  // Keep the two newest steps of the layers in `keep`; drop the rest.
+  void prune(const std::vector<bool>& keep) {
+    for (auto it = m_.begin(); it != m_.end();) {
+      if (it->first >= static_cast<int>(keep.size()) || !keep[static_cast<size_t>(it->first)]) {
+        it = m_.erase(it);
+        continue;
+      }
+      while (it->second.size() > 2) it->second.erase(it->second.begin());
+      ++it;
+    }
+  }
+  void drop_after(std::int64_t step) {
+    for (auto& [l, by_step] : m_) by_step.erase(by_step.upper_bound(step), by_step.end());
+  }
+  void clear() { m_.clear(); }
+  // Two slots per layer: the newest two steps held, -1 when none.
+  std::vector<std::int64_t> encode(int num_layers) const {
+    std::vector<std::int64_t> e(2 * static_cast<size_t>(num_layers), -1);
+    for (const auto& [l, by_step] : m_) {
+      int slot = 0;
+      for (auto it = by_step.rbegin(); it != by_step.rend() && slot < 2; ++it, ++slot)
+        e[2 * static_cast<size_t>(l) + static_cast<size_t>(slot)] = it->first;
+    }
+    return e;
+  }
+  std::size_t bytes() const {
+    std::size_t b = 0;
+    for (const auto& [l, by_step] : m_)
+      for (const auto& [s, v] : by_step) b += v.size();
+    return b;
+  }
+
+ private:
+  std::map<int, std::map<std::int64_t, Bytes>> m_;
+};
+
+double mse_on(nn::Module& model, const data::Dataset& d) {
+  tensor::NoGradGuard no_grad;
+  std::vector<std::int64_t> ids(static_cast<size_t>(d.size()));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i);
+  auto b = d.gather(ids);
+  return tensor::mse_loss(model(b.x), b.y).item();
+}
+
+double accuracy_on(nn::Module& model, const data::Dataset& d) {
+  tensor::NoGradGuard no_grad;
+  std::vector<std::int64_t> ids(static_cast<size_t>(d.size()));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i);
+  auto b = d.gather(ids);
+  const auto pred = data::argmax_rows(model(b.x));
+  std::int64_t ok = 0;
+  for (size_t i = 0; i < pred.size(); ++i) ok += pred[i] == d.labels[i];
+  return static_cast<double>(ok) / static_cast<double>(pred.size());
+}
+
+void send_bytes(fc::Communicator& c, const Bytes& b, int peer, int tag) {
+  FTCC_CHECK(b.size() % 4 == 0) << "state bytes not a multiple of 4";
+  c.send(b.data(), b.size() / 4, fc::DType::i32, peer, tag);
+}
+void recv_bytes(fc::Communicator& c, Bytes& b, int peer, int tag) {
+  FTCC_CHECK(b.size() % 4 == 0) << "state bytes not a multiple of 4";
+  c.recv(b.data(), b.size() / 4, fc::DType::i32, peer, tag);
+}
+
+}  // namespace
+
+TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::ResilientGroup& g) {
+  cfg.validate();
+  FTCC_CHECK(cfg.parallel == "pp") << "train_pipeline_parallel called with --parallel " << cfg.parallel;
+  const auto t_start = Clock::now();
+  FTCC_REQUIRE(cfg.device == "cpu") << "--parallel pp: only --device cpu is supported in this version";
+  FTCC_REQUIRE(!cfg.deterministic) << "--parallel pp: --deterministic is not supported (use --parallel dp)";
+  FTCC_REQUIRE(cfg.on_failure == "keep-global-batch") << "--parallel pp: only --on-failure keep-global-batch";
+
+  const std::string canon = cfg.canonical();
+  const Digest cfg_hash = sha256_of_bytes(std::as_bytes(std::span<const char>(canon.data(), canon.size())));
+  if (auto bad = ranks_differing(g.comm(), cfg_hash); !bad.empty())
+    throw ftcc::InvalidArgument("ranks were started with different configurations: rank " +
+                                std::to_string(g.members()[static_cast<size_t>(bad[0])]) +
+                                " differs from rank " + std::to_string(g.members()[0]) +
+                                " (start every rank with the same ftcc-train flags)");
+
+  TrainingData td = load_training_data(cfg.dataset, cfg.seed, cfg.held_out);
+  std::vector<std::int64_t> widths = cfg.layers;
+  if (widths.empty()) widths = {td.train.num_features(), 64, td.train.num_targets()};
+  FTCC_REQUIRE(widths.front() == td.train.num_features())
+      << "--layers starts with " << widths.front() << " but dataset '" << cfg.dataset << "' has "
+      << td.train.num_features() << " features";
+  FTCC_REQUIRE(widths.back() == td.train.num_targets())
+      << "--layers ends with " << widths.back() << " but dataset '" << cfg.dataset << "' has "
+      << td.train.num_targets() << " target columns";
+  const int L = static_cast<int>(widths.size()) - 1;
+  FTCC_REQUIRE(g.size() <= L) << "--parallel pp on " << g.size() << " ranks needs at least " << g.size()
+                              << " layers; --layers gives " << L << " (one stage per rank, a stage is at least one "
+                              << "Linear+activation)";
+  const auto costs = layer_costs(widths);
+  const std::int64_t outputs = widths.back();
+
+  const int n0 = g.initial_size();
+  data::DistributedSampler sampler({.num_samples = td.train.size(), .global_batch = cfg.batch, .seed = cfg.seed,
+                                    .micro_batch = std::min(cfg.micro_batch, cfg.batch)});
+  auto progress_at = [&](std::int64_t s) {
+    const std::int64_t spe = sampler.steps_per_epoch();
+    Progress q;
+    q.step = s;
+    q.cursor = {s / spe, s % spe};
+    q.samples_seen = q.cursor.epoch * td.train.size() + q.cursor.step * cfg.batch;
+    return q;
+  };
+  Progress p;
+
+  std::vector<int> bounds = partition_layers(costs, g.size());
+  auto stage = std::make_unique<PipelineStage>(cfg, widths, bounds[static_cast<size_t>(g.rank())],
+                                               bounds[static_cast<size_t>(g.rank()) + 1]);
+  LayerStore store;
+
+  RunLog log(cfg, g, sampler.steps_per_epoch());
+  std::unique_ptr<CheckpointStore> ckpt;
+  if (!cfg.checkpoint_dir.empty()) ckpt = std::make_unique<CheckpointStore>(cfg.checkpoint_dir);
+
+  // The full model on rank 0 (checkpoints, final metrics): built on demand.
+  std::shared_ptr<nn::Sequential> full;
+  std::unique_ptr<optim::Optimizer> full_opt;
+  auto ensure_full = [&] {
+    if (!full) {
+      full = nn::mlp(widths, cfg.activation == "tanh" ? nn::Activation::Tanh
+                             : cfg.activation == "sigmoid" ? nn::Activation::Sigmoid
+                                                           : nn::Activation::ReLU,
+                     cfg.seed);
+      full_opt = make_stage_optimizer(cfg, full->named_parameters());
+    }
+  };
+  auto full_layer = [&](int l) { return layer_state(full->named_parameters(), full_opt->state_dict(), l); };
+
+  // Every stage's layers to rank 0's full model.
+  auto gather_full = [&](fc::Communicator& c) {
+    if (c.rank() == 0) {
+      ensure_full();
+      for (int l = 0; l < L; ++l) {
+        const auto list = full_layer(l);
+        if (stage->holds(l)) {
+          nn::unpack_bytes(list, stage->pack_layer(l));
+        } else {
+          Bytes b(nn::total_bytes(list));
+          recv_bytes(c, b, stage_of(bounds, l), kGatherTag);
+          nn::unpack_bytes(list, b);
+        }
+      }
+    } else {
+      for (int l = stage->first(); l < stage->last(); ++l) send_bytes(c, stage->pack_layer(l), 0, kGatherTag);
+    }
+  };
+  // Rank 0's full model to the stages that own each layer.
+  auto scatter_full = [&](fc::Communicator& c) {
+    for (int l = 0; l < L; ++l) {
+      const int owner = stage_of(bounds, l);
+      if (c.rank() == 0) {
+        Bytes b = nn::pack_bytes(full_layer(l));
+        if (owner == 0) stage->unpack_layer(l, b);
+        else send_bytes(c, b, owner, kRestoreTag);
+      } else if (owner == c.rank()) {
+        Bytes b(stage->layer_bytes(l));
+        recv_bytes(c, b, 0, kRestoreTag);
+        stage->unpack_layer(l, b);
+      }
+    }
+  };
+  // Rank 0 loads the newest valid checkpoint of `dir` and every stage gets its layers. Returns
+  // false when there is none; throws InvalidArgument (same text on every rank) when it does not fit.
+  auto restore_checkpoint = [&](fc::Communicator& c, const std::string& dir, std::string& path) -> bool {
+    std::int64_t head[5] = {0, 0, 0, 0, 0};  // status (1 loaded, 0 none, -1 error), step, epoch, cursor step, samples
+    std::array<char, 1024> message{};
+    if (c.rank() == 0) {
+      try {
+        CheckpointStore from(dir);
+        auto info = from.newest_valid([&](const std::string& why) { log.note("skipping checkpoint " + why); });
+        if (info) {
+          ensure_full();
+          CheckpointStore::load(*info, *full, *full_opt);
+          head[0] = 1;
+          head[1] = info->step;
+          head[2] = info->epoch;
+          head[3] = info->cursor_step;
+          head[4] = info->samples_seen;
+          std::snprintf(message.data(), message.size(), "%s", info->path.c_str());
+        }
+      } catch (const std::exception& e) {
+        head[0] = -1;
+        std::snprintf(message.data(), message.size(), "checkpoint '%s': %s", dir.c_str(), e.what());
+      }
+    }
+    fc::broadcast(c, head, 5, fc::DType::i64, 0);
+    fc::broadcast(c, message.data(), message.size() / 8, fc::DType::i64, 0);
+    if (head[0] == -1) throw ftcc::InvalidArgument(std::string(message.data()));
+    if (head[0] == 0) return false;
+    scatter_full(c);
+    p = Progress{{head[2], head[3]}, head[1], head[4]};
+    path = message.data();
+    return true;
+  };
+
+  // Snapshot this rank's layers at the current step and send them to the next K ranks (ring).
+  auto replicate = [&](fc::Communicator& c) {
+    const int n = c.size(), me = c.rank();
+    Bytes mine;
+    std::vector<std::int64_t> sizes;
+    for (int l = stage->first(); l < stage->last(); ++l) {
+      Bytes b = stage->pack_layer(l);
+      sizes.push_back(static_cast<std::int64_t>(b.size()));
+      mine.insert(mine.end(), b.begin(), b.end());
+      store.put(l, p.step, std::move(b));
+    }
+    const int k = std::min(cfg.replicas, n - 1);
+    std::vector<bool> keep(static_cast<size_t>(L), false);
+    for (int l = stage->first(); l < stage->last(); ++l) keep[static_cast<size_t>(l)] = true;
+    for (int j = 1; j <= k; ++j) {
+      const int dst = (me + j) % n, src = (me - j + n) % n;
+      const int sf = bounds[static_cast<size_t>(src)], sl = bounds[static_cast<size_t>(src) + 1];
+      std::vector<std::int64_t> their(static_cast<size_t>(sl - sf));
+      auto s1 = c.isend(sizes.data(), sizes.size(), fc::DType::i64, dst, kReplicaSizeTag + j);
+      auto s2 = c.isend(mine.data(), mine.size() / 4, fc::DType::i32, dst, kReplicaTag + j);
+      c.recv(their.data(), their.size(), fc::DType::i64, src, kReplicaSizeTag + j);
+      std::int64_t total = 0;
+      for (auto s : their) total += s;
+      Bytes payload(static_cast<size_t>(total));
+      c.recv(payload.data(), payload.size() / 4, fc::DType::i32, src, kReplicaTag + j);
+      s1.wait();
+      s2.wait();
+      std::size_t off = 0;
+      for (int l = sf; l < sl; ++l) {
+        const auto sz = static_cast<size_t>(their[static_cast<size_t>(l - sf)]);
+        store.put(l, p.step, Bytes(payload.begin() + static_cast<std::ptrdiff_t>(off),
+                                   payload.begin() + static_cast<std::ptrdiff_t>(off + sz)));
+        off += sz;
+        keep[static_cast<size_t>(l)] = true;
+      }
+    }
+    store.prune(keep);
+  };
+
+  if (!cfg.resume.empty()) {
+    std::string path;
+    FTCC_REQUIRE(restore_checkpoint(g.comm(), cfg.resume, path))
+        << "--resume '" << cfg.resume << "': no valid checkpoint found there";
+    log.note("resumed from " + path + " (step " + std::to_string(p.step) + ")");
+  }
+  g.set_committed_step(p.step - 1);
+  replicate(g.comm());
+
+  std::unique_ptr<MetricsServer> metrics;
+  TrainingMetrics m;
+  auto serve_metrics = [&] {
+    if (cfg.metrics_port >= 0 && g.rank() == 0 && !metrics) {
+      metrics = std::make_unique<MetricsServer>(cfg.metrics_bind, static_cast<std::uint16_t>(cfg.metrics_port));
+      log.note("metrics on http://" + cfg.metrics_bind + ":" + std::to_string(metrics->port()) + "/metrics");
+    }
+  };
+  serve_metrics();
+
+  // Recovery: re-partition over the survivors and rebuild every stage at the newest step of which
+  // a complete copy survives (or from the newest checkpoint), then refresh the replicas.
+  g.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) {
+    fc::Communicator& c = grp.comm();
+    const int n = c.size(), me = c.rank();
+    const auto enc = store.encode(L);
+    std::vector<std::int64_t> all(enc.size() * static_cast<size_t>(n));
+    fc::allgather(c, enc.data(), all.data(), enc.size(), fc::DType::i64);
+    std::vector<std::vector<LayerHolding>> holdings(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r)
+      for (int l = 0; l < L; ++l)
+        for (int slot = 0; slot < 2; ++slot) {
+          const auto s = all[static_cast<size_t>(r) * enc.size() + 2 * static_cast<size_t>(l) + static_cast<size_t>(slot)];
+          if (s >= 0) holdings[static_cast<size_t>(r)].push_back({l, s});
+        }
+    const RestorePlan plan = plan_restore(holdings, L);
+    FTCC_REQUIRE(n <= L) << "--parallel pp: " << n << " survivors for " << L << " layers";
+    const std::vector<int> nb = partition_layers(costs, n);
+    auto fresh = std::make_unique<PipelineStage>(cfg, widths, nb[static_cast<size_t>(me)], nb[static_cast<size_t>(me) + 1]);
+    std::ostringstream failed;
+    for (std::size_t i = 0; i < ev.failed.size(); ++i) failed << (i ? ", " : "") << ev.failed[i];
+    if (plan.step >= 0) {
+      std::vector<fc::P2PRequest> reqs;
+      std::map<int, Bytes> incoming;
+      for (int l = 0; l < L; ++l) {
+        const int owner = stage_of(nb, l), holder = plan.holder[static_cast<size_t>(l)];
+        if (holder == me && owner != me) {
+          const Bytes& b = store.get(l, plan.step);
+          reqs.push_back(c.isend(b.data(), b.size() / 4, fc::DType::i32, owner, kRestoreTag + l));
+        } else if (owner == me && holder != me) {
+          Bytes& b = incoming[l];
+          b.resize(fresh->layer_bytes(l));
+          reqs.push_back(c.irecv(b.data(), b.size() / 4, fc::DType::i32, holder, kRestoreTag + l));
+        }
+      }
+      for (auto& r : reqs) r.wait();
+      for (int l = fresh->first(); l < fresh->last(); ++l)
+        fresh->unpack_layer(l, incoming.count(l) ? incoming[l] : store.get(l, plan.step));
+      store.drop_after(plan.step);
+      p = progress_at(plan.step);
+      stage = std::move(fresh);
+      bounds = nb;
+      log.note("pp: lost rank(s) " + failed.str() + "; " + std::to_string(L) + " layers re-partitioned over " +
+               std::to_string(n) + " ranks from in-memory copies, rolled back to step " + std::to_string(plan.step));
+    } else {
+      std::string what = "pp: layers " + layer_list(plan.lost) + " were held only by the failed rank(s) " + failed.str() +
+                         " (own copy and all " + std::to_string(cfg.replicas) + " buddy replica(s)): no in-memory copy left";
+      if (!ckpt) {
+        what += "; no --checkpoint-dir to fall back to: training state lost, stopping";
+        log.note(what);
+        throw TrainingStateLost(what);
+      }
+      stage = std::move(fresh);
+      bounds = nb;
+      std::string path;
+      if (!restore_checkpoint(c, cfg.checkpoint_dir, path)) {
+        what += "; no valid checkpoint in '" + cfg.checkpoint_dir + "' to fall back to: training state lost, stopping";
+        log.note(what);
+        throw TrainingStateLost(what);
+      }
+      store.clear();
+      log.note(what + "; FALLING BACK TO CHECKPOINT " + path + " (step " + std::to_string(p.step) + ")");
+    }
+    grp.set_committed_step(p.step - 1);
+    replicate(c);
+  });
+
+  auto done = [&] {
+    return cfg.steps > 0 ? p.step >= cfg.steps : p.cursor.epoch >= (cfg.epochs > 0 ? cfg.epochs : 10);
+  };
+  double last_loss = 0;
+  std::int64_t window_samples = 0;
+  auto window_start = Clock::now();
+  double result[2] = {0, 0};
+  std::int64_t digest_words[4] = {0, 0, 0, 0};
+
+  for (;;) {
+    try {
+      if (done()) {
+        // Final metrics from the full model gathered on rank 0; a failure here is recovered like
+        // any other (and the steps after the restored copy are redone).
+        fc::Communicator& c = g.comm();
+        gather_full(c);
+        if (c.rank() == 0) {
+          result[0] = mse_on(*full, td.train);
+          result[1] = td.classification ? accuracy_on(*full, td.test) : mse_on(*full, td.test);
+          const Digest d = sha256_of(full->named_parameters());
+          std::memcpy(digest_words, d.data(), sizeof digest_words);
+        }
+        fc::broadcast(c, result, 2, fc::DType::f64, 0);
+        fc::broadcast(c, digest_words, 4, fc::DType::i64, 0);
+        break;
+      }
+      g.begin_step(p.step);
+      fc::Communicator& c = g.comm();
+      const int me = c.rank(), n = c.size();
+      const bool first = me == 0, last = me == n - 1;
+      const auto ids = sampler.batch(p.cursor);
+      const auto B = static_cast<std::int64_t>(ids.size());
+      const double denom = static_cast<double>(B * outputs);
+      data::Batch b;
+      if (first || last) b = td.train.gather(ids);
+      const std::int64_t M = std::min<std::int64_t>(cfg.micro_batches, B);
+      std::vector<tensor::Tensor> ins(static_cast<size_t>(M)), outs(static_cast<size_t>(M));
+      double stats[1] = {0.0};
+      stage->optimizer().zero_grad();
+      // GPipe: every micro-batch forward, then every backward in reverse.
+      for (std::int64_t k = 0; k < M; ++k) {
+        const std::int64_t s = k * B / M, e = (k + 1) * B / M;
+        tensor::Tensor in;
+        if (first) {
+          in = b.x.rows(s, e);
+        } else {
+          in = tensor::Tensor::empty({e - s, stage->in_width()});
+          c.recv(in.data(), static_cast<size_t>(in.numel()), fc::DType::f32, me - 1, kForwardTag);
+          in.requires_grad_(true);
+        }
+        tensor::Tensor out = stage->forward(in);
+        if (last) {
+          out = tensor::mse_loss(out, b.y.rows(s, e), denom);
+          stats[0] += out.item();
+        } else {
+          c.send(out.data(), static_cast<size_t>(out.numel()), fc::DType::f32, me + 1, kForwardTag);
+        }
+        ins[static_cast<size_t>(k)] = in;
+        outs[static_cast<size_t>(k)] = out;
+      }
+      for (std::int64_t k = M - 1; k >= 0; --k) {
+        tensor::Tensor& out = outs[static_cast<size_t>(k)];
+        if (last) {
+          out.backward();
+        } else {
+          tensor::Tensor grad = tensor::Tensor::empty(out.shape());
+          c.recv(grad.data(), static_cast<size_t>(grad.numel()), fc::DType::f32, me + 1, kBackwardTag);
+          tensor::run_backward(out, grad);
+        }
+        if (!first) {
+          const tensor::Tensor gin = ins[static_cast<size_t>(k)].grad();
+          c.send(gin.data(), static_cast<size_t>(gin.numel()), fc::DType::f32, me - 1, kBackwardTag);
+        }
+        out = tensor::Tensor();
+        ins[static_cast<size_t>(k)] = tensor::Tensor();
+      }
+      stage->optimizer().step();
+      // Commit point: every stage finished its backward and step of p.step.
+      fc::allreduce(c, fc::kInPlace, stats, 1, fc::DType::f64, fc::ReduceOp::sum);
+      last_loss = stats[0];
+      p.samples_seen += B;
+      window_samples += B;
+      p.cursor = sampler.next(p.cursor);
+      ++p.step;
+      g.set_committed_step(p.step - 1);
+      if (p.step % cfg.replicate_every == 0) replicate(c);
+      if (ckpt && cfg.checkpoint_every > 0 && p.step % cfg.checkpoint_every == 0) {
+        gather_full(c);
+        if (c.rank() == 0) {
+          CheckpointInfo info{p.step, p.cursor.epoch, p.cursor.step, p.samples_seen, c.size(), cfg.seed,
+                              to_hex(cfg_hash), ""};
+          log.checkpoint(p.step, ckpt->save(info, *full, *full_opt));
+        }
+      }
+    } catch (const fc::FaultDetected& e) {
+      const auto& ev = g.recover(p.step, e.what());
+      log.recovery(ev);
+      m.recoveries_total = static_cast<std::int64_t>(g.events().size());
+      m.last_recovery_ms = ev.total_ms;
+      serve_metrics();
+      continue;
+    }
+    const double window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
+    const double sps = window_s > 0 ? static_cast<double>(window_samples) / window_s : 0;
+    log.step(p.step, p.cursor.epoch, last_loss, sps);
+    if (window_s > 1.0) {
+      window_samples = 0;
+      window_start = Clock::now();
+    }
+    if (metrics) {
+      m.step = p.step;
+      m.loss = last_loss;
+      m.world_size = g.size();
+      m.samples_per_s = sps;
+      m.samples_seen = p.samples_seen;
+      metrics->update(m);
+    }
+  }
+
+  TrainSummary s;
+  s.final_loss = result[0];
+  s.last_step_loss = last_loss;
+  s.eval_name = td.classification ? "accuracy" : "mse";
+  s.eval_metric = result[1];
+  s.steps = p.step;
+  s.epochs = p.cursor.epoch;
+  s.world_size_initial = n0;
+  s.world_size_final = g.size();
+  s.samples_seen = p.samples_seen;
+  s.recoveries = g.events();
+  Digest d;
+  std::memcpy(d.data(), digest_words, sizeof digest_words);
+  s.param_sha256 = to_hex(d);
+  s.wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+  s.samples_per_s = s.wall_s > 0 ? static_cast<double>(s.samples_seen) / s.wall_s : 0;
+  if (g.rank() == 0)
+    log.note("pp: stage state " + std::to_string(stage->state_bytes()) + " B, replica/snapshot store " +
+             std::to_string(store.bytes()) + " B on rank 0");
+  log.finish(s.to_json());
+  return s;
+}
+
+}  // namespace ftcc::train
