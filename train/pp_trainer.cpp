@@ -62,8 +62,8 @@ std::string layer_list(const std::vector<int>& layers) {
 // Every entry is a genuine state of that layer after that many committed steps.
 class LayerStore {
  public:
-  void put(int layer, std::int64_t step, Bytes bytes) { m_[layer][step] = std::move(bytes); }
-  const Bytes& get(int layer, std::int64_t step) const { return m_.at(layer).at(step); }
+  void put(int layer, std::int64_t step, Bytes bytes) { m_[layer][step] = std::make_shared<Bytes>(std::move(bytes)); }
+  const std::shared_ptr<Bytes>& get(int layer, std::int64_t step) const { return m_.at(layer).at(step); }
   // Keep the two newest steps of the layers in `keep`; drop the rest.
   void prune(const std::vector<bool>& keep) {
     for (auto it = m_.begin(); it != m_.end();) {
@@ -92,12 +92,12 @@ class LayerStore {
   std::size_t bytes() const {
     std::size_t b = 0;
     for (const auto& [l, by_step] : m_)
-      for (const auto& [s, v] : by_step) b += v.size();
+      for (const auto& [s, v] : by_step) b += v->size();
     return b;
   }
 
  private:
-  std::map<int, std::map<std::int64_t, Bytes>> m_;
+  std::map<int, std::map<std::int64_t, std::shared_ptr<Bytes>>> m_;
 };
 
 double mse_on(nn::Module& model, const data::Dataset& d) {
@@ -118,6 +118,30 @@ double accuracy_on(nn::Module& model, const data::Dataset& d) {
   for (size_t i = 0; i < pred.size(); ++i) ok += pred[i] == d.labels[i];
   return static_cast<double>(ok) / static_cast<double>(pred.size());
 }
+
+// Buffers of point-to-point operations: after a fault, a send or receive that comm abandoned may
+// still be read or written by MPI during the recovery, so the memory of an interrupted step is
+// never freed (a bounded leak per failure); the buffers of a completed step are released.
+class Pins {
+ public:
+  template <class T>
+  std::shared_ptr<T> keep(std::shared_ptr<T> p) {
+    live_.push_back(p);
+    return p;
+  }
+  const tensor::Tensor& keep(const tensor::Tensor& t) {
+    live_.push_back(std::make_shared<tensor::Tensor>(t));
+    return t;
+  }
+  void completed() { live_.clear(); }
+  void abandoned() {
+    for (auto& p : live_) dead_.push_back(std::move(p));
+    live_.clear();
+  }
+
+ private:
+  std::vector<std::shared_ptr<const void>> live_, dead_;
+};
 
 void send_bytes(fc::Communicator& c, const Bytes& b, int peer, int tag) {
   FTCC_CHECK(b.size() % 4 == 0) << "state bytes not a multiple of 4";
@@ -179,6 +203,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
   auto stage = std::make_unique<PipelineStage>(cfg, widths, bounds[static_cast<size_t>(g.rank())],
                                                bounds[static_cast<size_t>(g.rank()) + 1]);
   LayerStore store;
+  Pins pins;
 
   RunLog log(cfg, g, sampler.steps_per_epoch());
   std::unique_ptr<CheckpointStore> ckpt;
@@ -207,13 +232,14 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
         if (stage->holds(l)) {
           nn::unpack_bytes(list, stage->pack_layer(l));
         } else {
-          Bytes b(nn::total_bytes(list));
-          recv_bytes(c, b, stage_of(bounds, l), kGatherTag);
-          nn::unpack_bytes(list, b);
+          auto b = pins.keep(std::make_shared<Bytes>(nn::total_bytes(list)));
+          recv_bytes(c, *b, stage_of(bounds, l), kGatherTag);
+          nn::unpack_bytes(list, *b);
         }
       }
     } else {
-      for (int l = stage->first(); l < stage->last(); ++l) send_bytes(c, stage->pack_layer(l), 0, kGatherTag);
+      for (int l = stage->first(); l < stage->last(); ++l)
+        send_bytes(c, *pins.keep(std::make_shared<Bytes>(stage->pack_layer(l))), 0, kGatherTag);
     }
   };
   // Rank 0's full model to the stages that own each layer.
@@ -221,13 +247,13 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
     for (int l = 0; l < L; ++l) {
       const int owner = stage_of(bounds, l);
       if (c.rank() == 0) {
-        Bytes b = nn::pack_bytes(full_layer(l));
-        if (owner == 0) stage->unpack_layer(l, b);
-        else send_bytes(c, b, owner, kRestoreTag);
+        auto b = pins.keep(std::make_shared<Bytes>(nn::pack_bytes(full_layer(l))));
+        if (owner == 0) stage->unpack_layer(l, *b);
+        else send_bytes(c, *b, owner, kRestoreTag);
       } else if (owner == c.rank()) {
-        Bytes b(stage->layer_bytes(l));
-        recv_bytes(c, b, 0, kRestoreTag);
-        stage->unpack_layer(l, b);
+        auto b = pins.keep(std::make_shared<Bytes>(stage->layer_bytes(l)));
+        recv_bytes(c, *b, 0, kRestoreTag);
+        stage->unpack_layer(l, *b);
       }
     }
   };
@@ -268,8 +294,10 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
   // Snapshot this rank's layers at the current step and send them to the next K ranks (ring).
   auto replicate = [&](fc::Communicator& c) {
     const int n = c.size(), me = c.rank();
-    Bytes mine;
-    std::vector<std::int64_t> sizes;
+    auto mine_p = pins.keep(std::make_shared<Bytes>());
+    auto sizes_p = pins.keep(std::make_shared<std::vector<std::int64_t>>());
+    Bytes& mine = *mine_p;
+    std::vector<std::int64_t>& sizes = *sizes_p;
     for (int l = stage->first(); l < stage->last(); ++l) {
       Bytes b = stage->pack_layer(l);
       sizes.push_back(static_cast<std::int64_t>(b.size()));
@@ -282,13 +310,15 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
     for (int j = 1; j <= k; ++j) {
       const int dst = (me + j) % n, src = (me - j + n) % n;
       const int sf = bounds[static_cast<size_t>(src)], sl = bounds[static_cast<size_t>(src) + 1];
-      std::vector<std::int64_t> their(static_cast<size_t>(sl - sf));
+      auto their_p = pins.keep(std::make_shared<std::vector<std::int64_t>>(static_cast<size_t>(sl - sf)));
+      std::vector<std::int64_t>& their = *their_p;
       auto s1 = c.isend(sizes.data(), sizes.size(), fc::DType::i64, dst, kReplicaSizeTag + j);
       auto s2 = c.isend(mine.data(), mine.size() / 4, fc::DType::i32, dst, kReplicaTag + j);
       c.recv(their.data(), their.size(), fc::DType::i64, src, kReplicaSizeTag + j);
       std::int64_t total = 0;
       for (auto s : their) total += s;
-      Bytes payload(static_cast<size_t>(total));
+      auto payload_p = pins.keep(std::make_shared<Bytes>(static_cast<size_t>(total)));
+      Bytes& payload = *payload_p;
       c.recv(payload.data(), payload.size() / 4, fc::DType::i32, src, kReplicaTag + j);
       s1.wait();
       s2.wait();
@@ -312,6 +342,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
   }
   g.set_committed_step(p.step - 1);
   replicate(g.comm());
+  pins.completed();
 
   std::unique_ptr<MetricsServer> metrics;
   TrainingMetrics m;
@@ -326,6 +357,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
   // Recovery: re-partition over the survivors and rebuild every stage at the newest step of which
   // a complete copy survives (or from the newest checkpoint), then refresh the replicas.
   g.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) {
+    pins.abandoned();  // the buffers of the interrupted step (or of an interrupted earlier try)
     fc::Communicator& c = grp.comm();
     const int n = c.size(), me = c.rank();
     const auto enc = store.encode(L);
@@ -346,21 +378,20 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
     for (std::size_t i = 0; i < ev.failed.size(); ++i) failed << (i ? ", " : "") << ev.failed[i];
     if (plan.step >= 0) {
       std::vector<fc::P2PRequest> reqs;
-      std::map<int, Bytes> incoming;
+      std::map<int, std::shared_ptr<Bytes>> incoming;
       for (int l = 0; l < L; ++l) {
         const int owner = stage_of(nb, l), holder = plan.holder[static_cast<size_t>(l)];
         if (holder == me && owner != me) {
-          const Bytes& b = store.get(l, plan.step);
+          const Bytes& b = *pins.keep(store.get(l, plan.step));
           reqs.push_back(c.isend(b.data(), b.size() / 4, fc::DType::i32, owner, kRestoreTag + l));
         } else if (owner == me && holder != me) {
-          Bytes& b = incoming[l];
-          b.resize(fresh->layer_bytes(l));
+          Bytes& b = *(incoming[l] = pins.keep(std::make_shared<Bytes>(fresh->layer_bytes(l))));
           reqs.push_back(c.irecv(b.data(), b.size() / 4, fc::DType::i32, holder, kRestoreTag + l));
         }
       }
       for (auto& r : reqs) r.wait();
       for (int l = fresh->first(); l < fresh->last(); ++l)
-        fresh->unpack_layer(l, incoming.count(l) ? incoming[l] : store.get(l, plan.step));
+        fresh->unpack_layer(l, incoming.count(l) ? *incoming[l] : *store.get(l, plan.step));
       store.drop_after(plan.step);
       p = progress_at(plan.step);
       stage = std::move(fresh);
@@ -436,7 +467,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
         if (first) {
           in = b.x.rows(s, e);
         } else {
-          in = tensor::Tensor::empty({e - s, stage->in_width()});
+          in = pins.keep(tensor::Tensor::empty({e - s, stage->in_width()}));
           c.recv(in.data(), static_cast<size_t>(in.numel()), fc::DType::f32, me - 1, kForwardTag);
           in.requires_grad_(true);
         }
@@ -445,7 +476,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
           out = tensor::mse_loss(out, b.y.rows(s, e), denom);
           stats[0] += out.item();
         } else {
-          c.send(out.data(), static_cast<size_t>(out.numel()), fc::DType::f32, me + 1, kForwardTag);
+          c.send(pins.keep(out).data(), static_cast<size_t>(out.numel()), fc::DType::f32, me + 1, kForwardTag);
         }
         ins[static_cast<size_t>(k)] = in;
         outs[static_cast<size_t>(k)] = out;
@@ -455,12 +486,12 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
         if (last) {
           out.backward();
         } else {
-          tensor::Tensor grad = tensor::Tensor::empty(out.shape());
+          tensor::Tensor grad = pins.keep(tensor::Tensor::empty(out.shape()));
           c.recv(grad.data(), static_cast<size_t>(grad.numel()), fc::DType::f32, me + 1, kBackwardTag);
           tensor::run_backward(out, grad);
         }
         if (!first) {
-          const tensor::Tensor gin = ins[static_cast<size_t>(k)].grad();
+          const tensor::Tensor gin = pins.keep(ins[static_cast<size_t>(k)].grad());
           c.send(gin.data(), static_cast<size_t>(gin.numel()), fc::DType::f32, me - 1, kBackwardTag);
         }
         out = tensor::Tensor();
@@ -484,7 +515,9 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
           log.checkpoint(p.step, ckpt->save(info, *full, *full_opt));
         }
       }
+      pins.completed();
     } catch (const fc::FaultDetected& e) {
+      pins.abandoned();
       const auto& ev = g.recover(p.step, e.what());
       log.recovery(ev);
       m.recoveries_total = static_cast<std::int64_t>(g.events().size());
