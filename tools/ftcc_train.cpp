@@ -18,6 +18,7 @@
 #include "recovery/resilient_group.hpp"
 #include "train/dp_trainer.hpp"
 #include "train/pp_trainer.hpp"
+#include "train/tp_trainer.hpp"
 #include "train/train_config.hpp"
 
 namespace {
@@ -94,14 +95,13 @@ int main(int argc, char** argv) {
       throw ftcc::InvalidArgument(std::string(e.what()) + " (see --help)");
     }
     cfg.validate();
-    if (cfg.parallel == "tp")
-      throw ftcc::InvalidArgument("--parallel tp: tensor-parallel training is not available in this version; use --parallel dp or pp");
     ftcc::recovery::GroupOptions go;
     go.hang_timeout = std::chrono::milliseconds(static_cast<long long>(cfg.hang_timeout_s * 1000));
     go.faults = ftcc::recovery::parse_fault_specs(cfg.inject);
     go.verbose = false;  // the trainer's log prints each recovery
     ftcc::recovery::ResilientGroup group(MPI_COMM_WORLD, go);
     if (cfg.parallel == "pp") ftcc::train::train_pipeline_parallel(cfg, group);
+    else if (cfg.parallel == "tp") ftcc::train::train_tensor_parallel(cfg, group);
     else ftcc::train::train_data_parallel(cfg, group);
   } catch (const ftcc::InvalidArgument& e) {
     // Configuration errors are found identically on every rank: one message, status 2.

@@ -18,6 +18,7 @@
 #include "tensor/ops.hpp"
 #include "train/checkpoint_store.hpp"
 #include "train/metrics_server.hpp"
+#include "train/mp_support.hpp"
 #include "train/partition.hpp"
 #include "train/pp_stage.hpp"
 #include "train/run_log.hpp"
@@ -29,22 +30,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace fc = ftcc::comm;
-using Bytes = std::vector<std::byte>;
 
 // User tags (< comm::Communicator::kMaxUserTag).
 constexpr int kForwardTag = 1, kBackwardTag = 2, kGatherTag = 16, kRestoreTag = 1024, kReplicaSizeTag = 3000,
               kReplicaTag = 3100;
-
-std::vector<int> ranks_differing(fc::Communicator& comm, const Digest& mine) {
-  std::int64_t words[4];
-  std::memcpy(words, mine.data(), sizeof words);
-  std::vector<std::int64_t> all(4 * static_cast<size_t>(comm.size()));
-  fc::allgather(comm, words, all.data(), 4, fc::DType::i64);
-  std::vector<int> bad;
-  for (int r = 1; r < comm.size(); ++r)
-    if (!std::equal(all.begin() + 4 * r, all.begin() + 4 * r + 4, all.begin())) bad.push_back(r);
-  return bad;
-}
 
 struct Progress {
   data::Cursor cursor;
@@ -100,58 +89,6 @@ class LayerStore {
   std::map<int, std::map<std::int64_t, std::shared_ptr<Bytes>>> m_;
 };
 
-double mse_on(nn::Module& model, const data::Dataset& d) {
-  tensor::NoGradGuard no_grad;
-  std::vector<std::int64_t> ids(static_cast<size_t>(d.size()));
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i);
-  auto b = d.gather(ids);
-  return tensor::mse_loss(model(b.x), b.y).item();
-}
-
-double accuracy_on(nn::Module& model, const data::Dataset& d) {
-  tensor::NoGradGuard no_grad;
-  std::vector<std::int64_t> ids(static_cast<size_t>(d.size()));
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i);
-  auto b = d.gather(ids);
-  const auto pred = data::argmax_rows(model(b.x));
-  std::int64_t ok = 0;
-  for (size_t i = 0; i < pred.size(); ++i) ok += pred[i] == d.labels[i];
-  return static_cast<double>(ok) / static_cast<double>(pred.size());
-}
-
-// Buffers of point-to-point operations: after a fault, a send or receive that comm abandoned may
-// still be read or written by MPI during the recovery, so the memory of an interrupted step is
-// never freed (a bounded leak per failure); the buffers of a completed step are released.
-class Pins {
- public:
-  template <class T>
-  std::shared_ptr<T> keep(std::shared_ptr<T> p) {
-    live_.push_back(p);
-    return p;
-  }
-  const tensor::Tensor& keep(const tensor::Tensor& t) {
-    live_.push_back(std::make_shared<tensor::Tensor>(t));
-    return t;
-  }
-  void completed() { live_.clear(); }
-  void abandoned() {
-    for (auto& p : live_) dead_.push_back(std::move(p));
-    live_.clear();
-  }
-
- private:
-  std::vector<std::shared_ptr<const void>> live_, dead_;
-};
-
-void send_bytes(fc::Communicator& c, const Bytes& b, int peer, int tag) {
-  FTCC_CHECK(b.size() % 4 == 0) << "state bytes not a multiple of 4";
-  c.send(b.data(), b.size() / 4, fc::DType::i32, peer, tag);
-}
-void recv_bytes(fc::Communicator& c, Bytes& b, int peer, int tag) {
-  FTCC_CHECK(b.size() % 4 == 0) << "state bytes not a multiple of 4";
-  c.recv(b.data(), b.size() / 4, fc::DType::i32, peer, tag);
-}
-
 }  // namespace
 
 TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::ResilientGroup& g) {
@@ -162,13 +99,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
   FTCC_REQUIRE(!cfg.deterministic) << "--parallel pp: --deterministic is not supported (use --parallel dp)";
   FTCC_REQUIRE(cfg.on_failure == "keep-global-batch") << "--parallel pp: only --on-failure keep-global-batch";
 
-  const std::string canon = cfg.canonical();
-  const Digest cfg_hash = sha256_of_bytes(std::as_bytes(std::span<const char>(canon.data(), canon.size())));
-  if (auto bad = ranks_differing(g.comm(), cfg_hash); !bad.empty())
-    throw ftcc::InvalidArgument("ranks were started with different configurations: rank " +
-                                std::to_string(g.members()[static_cast<size_t>(bad[0])]) +
-                                " differs from rank " + std::to_string(g.members()[0]) +
-                                " (start every rank with the same ftcc-train flags)");
+  const Digest cfg_hash = check_same_config(cfg, g.comm(), g.members());
 
   TrainingData td = load_training_data(cfg.dataset, cfg.seed, cfg.held_out);
   std::vector<std::int64_t> widths = cfg.layers;

@@ -1,0 +1,62 @@
+#include "train/mp_support.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "base/error.hpp"
+#include "comm/collectives.hpp"
+#include "tensor/autograd.hpp"
+#include "tensor/ops.hpp"
+
+namespace ftcc::train {
+
+Digest check_same_config(const TrainConfig& cfg, comm::Communicator& comm, const std::vector<int>& members) {
+  const std::string canon = cfg.canonical();
+  const Digest h = sha256_of_bytes(std::as_bytes(std::span<const char>(canon.data(), canon.size())));
+  std::int64_t words[4];
+  std::memcpy(words, h.data(), sizeof words);
+  std::vector<std::int64_t> all(4 * static_cast<size_t>(comm.size()));
+  comm::allgather(comm, words, all.data(), 4, comm::DType::i64);
+  for (int r = 1; r < comm.size(); ++r)
+    if (!std::equal(all.begin() + 4 * r, all.begin() + 4 * r + 4, all.begin()))
+      throw ftcc::InvalidArgument("ranks were started with different configurations: rank " +
+                                  std::to_string(members[static_cast<size_t>(r)]) + " differs from rank " +
+                                  std::to_string(members[0]) + " (start every rank with the same ftcc-train flags)");
+  return h;
+}
+
+void send_bytes(comm::Communicator& c, const Bytes& b, int peer, int tag) {
+  FTCC_CHECK(b.size() % 4 == 0) << "state bytes not a multiple of 4";
+  c.send(b.data(), b.size() / 4, comm::DType::i32, peer, tag);
+}
+
+void recv_bytes(comm::Communicator& c, Bytes& b, int peer, int tag) {
+  FTCC_CHECK(b.size() % 4 == 0) << "state bytes not a multiple of 4";
+  c.recv(b.data(), b.size() / 4, comm::DType::i32, peer, tag);
+}
+
+namespace {
+data::Batch all_of(const data::Dataset& d) {
+  std::vector<std::int64_t> ids(static_cast<size_t>(d.size()));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i);
+  return d.gather(ids);
+}
+}  // namespace
+
+double mse_on(nn::Module& model, const data::Dataset& d) {
+  tensor::NoGradGuard no_grad;
+  auto b = all_of(d);
+  return tensor::mse_loss(model(b.x), b.y).item();
+}
+
+double accuracy_on(nn::Module& model, const data::Dataset& d) {
+  tensor::NoGradGuard no_grad;
+  auto b = all_of(d);
+  const auto pred = data::argmax_rows(model(b.x));
+  std::int64_t ok = 0;
+  for (size_t i = 0; i < pred.size(); ++i) ok += pred[i] == d.labels[i];
+  return static_cast<double>(ok) / static_cast<double>(pred.size());
+}
+
+}  // namespace ftcc::train

@@ -1,0 +1,495 @@
+#include "train/tp_trainer.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <tuple>
+
+#include "base/error.hpp"
+#include "comm/collectives.hpp"
+#include "comm/errors.hpp"
+#include "data/sampler.hpp"
+#include "nn/sequential.hpp"
+#include "tensor/autograd.hpp"
+#include "tensor/ops.hpp"
+#include "train/checkpoint_store.hpp"
+#include "train/metrics_server.hpp"
+#include "train/mp_support.hpp"
+#include "train/pp_stage.hpp"
+#include "train/run_log.hpp"
+#include "train/state_hash.hpp"
+#include "train/tp_shard.hpp"
+#include "train/training_data.hpp"
+
+namespace ftcc::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fc = ftcc::comm;
+
+constexpr int kGatherTag = 16, kReplicaSizeTag = 3000, kReplicaTag = 3100;
+
+struct Progress {
+  data::Cursor cursor;
+  std::int64_t step = 0;
+  std::int64_t samples_seen = 0;
+};
+
+tensor::Tensor activate(const std::string& a, const tensor::Tensor& x) {
+  if (a == "tanh") return tensor::tanh(x);
+  if (a == "sigmoid") return tensor::sigmoid(x);
+  return tensor::relu(x);
+}
+
+// Snapshots and replicas of shards: key (step, ranks of that step's split, shard index).
+using ShardKey = std::tuple<std::int64_t, int, int>;
+
+class ShardStore {
+ public:
+  void put(const ShardKey& k, Bytes b) { m_[k] = std::make_shared<Bytes>(std::move(b)); }
+  const std::shared_ptr<Bytes>& get(const ShardKey& k) const { return m_.at(k); }
+  // Keep the entries of the two newest steps.
+  void prune() {
+    std::vector<std::int64_t> steps;
+    for (const auto& [k, v] : m_) steps.push_back(std::get<0>(k));
+    std::sort(steps.begin(), steps.end());
+    steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+    if (steps.size() <= 2) return;
+    const std::int64_t oldest_kept = steps[steps.size() - 2];
+    std::erase_if(m_, [&](const auto& e) { return std::get<0>(e.first) < oldest_kept; });
+  }
+  void drop_after(std::int64_t s) {
+    std::erase_if(m_, [&](const auto& e) { return std::get<0>(e.first) > s; });
+  }
+  void clear() { m_.clear(); }
+  // `slots` entries of (step, n, shard), newest first, padded with -1.
+  std::vector<std::int64_t> encode(int slots) const {
+    std::vector<std::int64_t> e(3 * static_cast<size_t>(slots), -1);
+    int i = 0;
+    for (auto it = m_.rbegin(); it != m_.rend() && i < slots; ++it, ++i) {
+      e[3 * static_cast<size_t>(i)] = std::get<0>(it->first);
+      e[3 * static_cast<size_t>(i) + 1] = std::get<1>(it->first);
+      e[3 * static_cast<size_t>(i) + 2] = std::get<2>(it->first);
+    }
+    return e;
+  }
+  std::size_t bytes() const {
+    std::size_t b = 0;
+    for (const auto& [k, v] : m_) b += v->size();
+    return b;
+  }
+
+ private:
+  std::map<ShardKey, std::shared_ptr<Bytes>> m_;
+};
+
+}  // namespace
+
+TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGroup& g) {
+  cfg.validate();
+  FTCC_CHECK(cfg.parallel == "tp") << "train_tensor_parallel called with --parallel " << cfg.parallel;
+  const auto t_start = Clock::now();
+  FTCC_REQUIRE(cfg.device == "cpu") << "--parallel tp: only --device cpu is supported in this version";
+  FTCC_REQUIRE(!cfg.deterministic) << "--parallel tp: --deterministic is not supported (use --parallel dp)";
+  FTCC_REQUIRE(cfg.on_failure == "keep-global-batch") << "--parallel tp: only --on-failure keep-global-batch";
+  const Digest cfg_hash = check_same_config(cfg, g.comm(), g.members());
+
+  TrainingData td = load_training_data(cfg.dataset, cfg.seed, cfg.held_out);
+  std::vector<std::int64_t> widths = cfg.layers;
+  if (widths.empty()) widths = {td.train.num_features(), 64, td.train.num_targets()};
+  FTCC_REQUIRE(widths.front() == td.train.num_features())
+      << "--layers starts with " << widths.front() << " but dataset '" << cfg.dataset << "' has "
+      << td.train.num_features() << " features";
+  FTCC_REQUIRE(widths.back() == td.train.num_targets())
+      << "--layers ends with " << widths.back() << " but dataset '" << cfg.dataset << "' has "
+      << td.train.num_targets() << " target columns";
+  const int L = static_cast<int>(widths.size()) - 1;
+  FTCC_REQUIRE(L >= 2) << "--parallel tp needs at least one column/row-parallel Linear pair (3 widths); --layers gives "
+                       << L << " layer";
+  for (int i = 0; i + 1 < L; i += 2) {
+    const std::int64_t h = widths[static_cast<size_t>(i) + 1];
+    FTCC_REQUIRE(h % g.size() == 0) << "--parallel tp on " << g.size() << " ranks: the hidden width " << h
+                                    << " of layers " << i << "-" << i + 1 << " (column-parallel Linear "
+                                    << widths[static_cast<size_t>(i)] << "->" << h << ", row-parallel " << h << "->"
+                                    << widths[static_cast<size_t>(i) + 2] << ") is not divisible by " << g.size();
+  }
+  const std::int64_t outputs = widths.back();
+  const int n0 = g.initial_size();
+  data::DistributedSampler sampler({.num_samples = td.train.size(), .global_batch = cfg.batch, .seed = cfg.seed,
+                                    .micro_batch = std::min(cfg.micro_batch, cfg.batch)});
+  auto progress_at = [&](std::int64_t s) {
+    const std::int64_t spe = sampler.steps_per_epoch();
+    Progress q;
+    q.step = s;
+    q.cursor = {s / spe, s % spe};
+    q.samples_seen = q.cursor.epoch * td.train.size() + q.cursor.step * cfg.batch;
+    return q;
+  };
+  Progress p;
+  RunLog log(cfg, g, sampler.steps_per_epoch());
+  std::unique_ptr<CheckpointStore> ckpt;
+  if (!cfg.checkpoint_dir.empty()) ckpt = std::make_unique<CheckpointStore>(cfg.checkpoint_dir);
+  Pins pins;
+  ShardStore store;
+
+  // A full-size model, only while it is needed (start, recovery, checkpoint, final metrics).
+  std::shared_ptr<nn::Sequential> full;
+  std::unique_ptr<optim::Optimizer> full_opt;
+  auto ensure_full = [&] {
+    if (!full) {
+      full = nn::mlp(widths, cfg.activation == "tanh" ? nn::Activation::Tanh
+                             : cfg.activation == "sigmoid" ? nn::Activation::Sigmoid
+                                                           : nn::Activation::ReLU,
+                     cfg.seed);
+      full_opt = make_stage_optimizer(cfg, full->named_parameters());
+    }
+  };
+  auto release_full = [&] {
+    full_opt.reset();
+    full.reset();
+  };
+  auto full_list = [&] {
+    nn::NamedTensors l = full->named_parameters();
+    for (auto& nt : full_opt->state_dict()) l.push_back(nt);
+    return l;
+  };
+
+  // This rank's shard: parameters with the full model's names and slice shapes, its optimizer.
+  nn::NamedTensors params;
+  std::map<std::string, tensor::Tensor> by_name;
+  std::unique_ptr<optim::Optimizer> opt;
+  int split_n = 0, split_r = 0;
+  auto live_list = [&] {
+    nn::NamedTensors l = params;
+    for (auto& nt : opt->state_dict()) l.push_back(nt);
+    return l;
+  };
+  // (Re)builds this rank's shard for n ranks from the full model.
+  auto slice_from_full = [&](int n, int r) {
+    params.clear();
+    by_name.clear();
+    for (const auto& [name, t] : full->named_parameters()) {
+      auto s = tensor::Tensor::zeros(shard_shape(name, t, L, n, r));
+      s.requires_grad_(true);
+      params.emplace_back(name, s);
+      by_name[name] = s;
+    }
+    opt = make_stage_optimizer(cfg, params);
+    Bytes b(shard_bytes(full_list(), L, n, r));
+    copy_shard(full_list(), L, n, r, b, /*to_full=*/false);
+    nn::unpack_bytes(live_list(), b);
+    split_n = n;
+    split_r = r;
+  };
+  auto P = [&](int layer, const char* what) { return by_name.at(std::to_string(2 * layer) + "." + what); };
+
+  // Every shard into rank 0's full model.
+  auto gather_full = [&](fc::Communicator& c) {
+    if (c.rank() == 0) {
+      ensure_full();
+      const auto fl = full_list();
+      for (int r = 0; r < c.size(); ++r) {
+        auto b = pins.keep(std::make_shared<Bytes>(shard_bytes(fl, L, c.size(), r)));
+        if (r == 0) *b = nn::pack_bytes(live_list());
+        else recv_bytes(c, *b, r, kGatherTag);
+        copy_shard(fl, L, c.size(), r, *b, /*to_full=*/true);
+      }
+    } else {
+      send_bytes(c, *pins.keep(std::make_shared<Bytes>(nn::pack_bytes(live_list()))), 0, kGatherTag);
+    }
+  };
+  // Rank 0 loads the newest valid checkpoint of `dir`; every rank gets the full model and slices.
+  auto restore_checkpoint = [&](fc::Communicator& c, const std::string& dir, std::string& path) -> bool {
+    std::int64_t head[5] = {0, 0, 0, 0, 0};
+    std::array<char, 1024> message{};
+    ensure_full();
+    if (c.rank() == 0) {
+      try {
+        CheckpointStore from(dir);
+        auto info = from.newest_valid([&](const std::string& why) { log.note("skipping checkpoint " + why); });
+        if (info) {
+          CheckpointStore::load(*info, *full, *full_opt);
+          head[0] = 1;
+          head[1] = info->step;
+          head[2] = info->epoch;
+          head[3] = info->cursor_step;
+          head[4] = info->samples_seen;
+          std::snprintf(message.data(), message.size(), "%s", info->path.c_str());
+        }
+      } catch (const std::exception& e) {
+        head[0] = -1;
+        std::snprintf(message.data(), message.size(), "checkpoint '%s': %s", dir.c_str(), e.what());
+      }
+    }
+    fc::broadcast(c, head, 5, fc::DType::i64, 0);
+    fc::broadcast(c, message.data(), message.size() / 8, fc::DType::i64, 0);
+    if (head[0] == -1) throw ftcc::InvalidArgument(std::string(message.data()));
+    if (head[0] == 0) return false;
+    auto b = pins.keep(std::make_shared<Bytes>(nn::pack_bytes(full_list())));
+    fc::broadcast(c, b->data(), b->size() / 4, fc::DType::i32, 0);
+    nn::unpack_bytes(full_list(), *b);
+    slice_from_full(c.size(), c.rank());
+    release_full();
+    p = Progress{{head[2], head[3]}, head[1], head[4]};
+    path = message.data();
+    return true;
+  };
+  // Snapshot this rank's shard and send it to the next K ranks (ring).
+  auto replicate = [&](fc::Communicator& c) {
+    const int n = c.size(), me = c.rank();
+    auto mine = pins.keep(std::make_shared<Bytes>(nn::pack_bytes(live_list())));
+    store.put({p.step, n, me}, *mine);
+    const int k = std::min(cfg.replicas, n - 1);
+    for (int j = 1; j <= k; ++j) {
+      const int dst = (me + j) % n, src = (me - j + n) % n;
+      auto size_out = pins.keep(std::make_shared<std::int64_t>(static_cast<std::int64_t>(mine->size())));
+      auto size_in = pins.keep(std::make_shared<std::int64_t>(0));
+      auto s1 = c.isend(size_out.get(), 1, fc::DType::i64, dst, kReplicaSizeTag + j);
+      auto s2 = c.isend(mine->data(), mine->size() / 4, fc::DType::i32, dst, kReplicaTag + j);
+      c.recv(size_in.get(), 1, fc::DType::i64, src, kReplicaSizeTag + j);
+      auto payload = pins.keep(std::make_shared<Bytes>(static_cast<size_t>(*size_in)));
+      c.recv(payload->data(), payload->size() / 4, fc::DType::i32, src, kReplicaTag + j);
+      s1.wait();
+      s2.wait();
+      store.put({p.step, n, src}, *payload);
+    }
+    store.prune();
+  };
+
+  ensure_full();
+  slice_from_full(g.size(), g.rank());
+  release_full();
+  if (!cfg.resume.empty()) {
+    std::string path;
+    FTCC_REQUIRE(restore_checkpoint(g.comm(), cfg.resume, path))
+        << "--resume '" << cfg.resume << "': no valid checkpoint found there";
+    log.note("resumed from " + path + " (step " + std::to_string(p.step) + ")");
+  }
+  g.set_committed_step(p.step - 1);
+  replicate(g.comm());
+  pins.completed();
+
+  std::unique_ptr<MetricsServer> metrics;
+  TrainingMetrics m;
+  auto serve_metrics = [&] {
+    if (cfg.metrics_port >= 0 && g.rank() == 0 && !metrics) {
+      metrics = std::make_unique<MetricsServer>(cfg.metrics_bind, static_cast<std::uint16_t>(cfg.metrics_port));
+      log.note("metrics on http://" + cfg.metrics_bind + ":" + std::to_string(metrics->port()) + "/metrics");
+    }
+  };
+  serve_metrics();
+
+  const int slots = 4 * (std::min(cfg.replicas, std::max(n0 - 1, 0)) + 1) + 4;
+  g.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) {
+    pins.abandoned();
+    fc::Communicator& c = grp.comm();
+    const int n = c.size(), me = c.rank();
+    const auto enc = store.encode(slots);
+    std::vector<std::int64_t> all(enc.size() * static_cast<size_t>(n));
+    fc::allgather(c, enc.data(), all.data(), enc.size(), fc::DType::i64);
+    // Newest (step, split) of which every shard has a holder; holder = lowest rank with it.
+    std::map<std::pair<std::int64_t, int>, std::map<int, int>> have;  // (step, n_s) -> shard -> holder
+    for (int r = n - 1; r >= 0; --r)
+      for (int i = 0; i < slots; ++i) {
+        const auto* e = &all[static_cast<size_t>(r) * enc.size() + 3 * static_cast<size_t>(i)];
+        if (e[0] >= 0) have[{e[0], static_cast<int>(e[1])}][static_cast<int>(e[2])] = r;
+      }
+    std::int64_t step = -1;
+    int ns = 0;
+    std::map<int, int> holders;
+    std::vector<int> missing;
+    for (auto it = have.rbegin(); it != have.rend(); ++it) {
+      if (static_cast<int>(it->second.size()) == it->first.second) {
+        std::tie(step, ns) = it->first;
+        holders = it->second;
+        break;
+      }
+    }
+    if (step < 0 && !have.empty()) {
+      const auto& newest = *have.rbegin();
+      for (int k = 0; k < newest.first.second; ++k)
+        if (!newest.second.count(k)) missing.push_back(k);
+    }
+    std::ostringstream failed;
+    for (std::size_t i = 0; i < ev.failed.size(); ++i) failed << (i ? ", " : "") << ev.failed[i];
+    FTCC_REQUIRE(min_split_width(widths) >= n) << "--parallel tp: " << n << " survivors but a hidden width of only "
+                                               << min_split_width(widths);
+    if (step >= 0) {
+      ensure_full();
+      const auto fl = full_list();
+      for (int k = 0; k < ns; ++k) {
+        const int h = holders.at(k);
+        auto b = pins.keep(std::make_shared<Bytes>(shard_bytes(fl, L, ns, k)));
+        if (h == me) *b = *store.get({step, ns, k});
+        fc::broadcast(c, b->data(), b->size() / 4, fc::DType::i32, h);
+        copy_shard(fl, L, ns, k, *b, /*to_full=*/true);
+      }
+      slice_from_full(n, me);
+      release_full();
+      store.drop_after(step);
+      p = progress_at(step);
+      log.note("tp: lost rank(s) " + failed.str() + "; " + std::to_string(ns) + " shards re-split over " +
+               std::to_string(n) + " ranks from in-memory copies, rolled back to step " + std::to_string(step));
+    } else {
+      std::ostringstream lost;
+      for (std::size_t i = 0; i < missing.size(); ++i) lost << (i ? ", " : "") << missing[i];
+      std::string what = "tp: shard(s) " + lost.str() + " were held only by the failed rank(s) " + failed.str() +
+                         " (own copy and all " + std::to_string(cfg.replicas) + " buddy replica(s)): no in-memory copy left";
+      std::string path;
+      if (!ckpt || !restore_checkpoint(c, cfg.checkpoint_dir, path)) {
+        what += ckpt ? "; no valid checkpoint in '" + cfg.checkpoint_dir + "' to fall back to: training state lost, stopping"
+                     : "; no --checkpoint-dir to fall back to: training state lost, stopping";
+        log.note(what);
+        throw TrainingStateLost(what);
+      }
+      store.clear();
+      log.note(what + "; FALLING BACK TO CHECKPOINT " + path + " (step " + std::to_string(p.step) + ")");
+    }
+    grp.set_committed_step(p.step - 1);
+    replicate(c);
+  });
+
+  auto done = [&] {
+    return cfg.steps > 0 ? p.step >= cfg.steps : p.cursor.epoch >= (cfg.epochs > 0 ? cfg.epochs : 10);
+  };
+  double last_loss = 0;
+  std::int64_t window_samples = 0;
+  auto window_start = Clock::now();
+  double result[2] = {0, 0};
+  std::int64_t digest_words[4] = {0, 0, 0, 0};
+  const int pairs = L / 2;
+
+  for (;;) {
+    try {
+      if (done()) {
+        fc::Communicator& c = g.comm();
+        gather_full(c);
+        if (c.rank() == 0) {
+          result[0] = mse_on(*full, td.train);
+          result[1] = td.classification ? accuracy_on(*full, td.test) : mse_on(*full, td.test);
+          const Digest d = sha256_of(full->named_parameters());
+          std::memcpy(digest_words, d.data(), sizeof digest_words);
+        }
+        fc::broadcast(c, result, 2, fc::DType::f64, 0);
+        fc::broadcast(c, digest_words, 4, fc::DType::i64, 0);
+        break;
+      }
+      g.begin_step(p.step);
+      fc::Communicator& c = g.comm();
+      FTCC_CHECK(split_n == c.size() && split_r == c.rank()) << "tp shard is for " << split_n << " ranks";
+      const auto ids = sampler.batch(p.cursor);
+      const auto B = static_cast<std::int64_t>(ids.size());
+      data::Batch b = td.train.gather(ids);
+      opt->zero_grad();
+      // Forward, one autograd segment per side of each allreduce: X_j -> z_j (partial), Z_j -> Y_j.
+      std::vector<tensor::Tensor> X(static_cast<size_t>(pairs)), z(X.size()), Z(X.size()), Y(X.size());
+      tensor::Tensor h = b.x;
+      for (int j = 0; j < pairs; ++j) {
+        const int col = 2 * j, row = 2 * j + 1;
+        tensor::Tensor x = h;
+        if (j > 0) {
+          x = h.detach().clone();
+          x.requires_grad_(true);
+        }
+        const auto a = activate(cfg.activation, tensor::linear(x, P(col, "weight"), P(col, "bias")));
+        const auto zr = tensor::linear(a, P(row, "weight"), tensor::Tensor());
+        tensor::Tensor zs = pins.keep(zr.detach().clone());
+        fc::allreduce(c, fc::kInPlace, zs.data(), static_cast<size_t>(zs.numel()), fc::DType::f32, fc::ReduceOp::sum);
+        zs.requires_grad_(true);
+        tensor::Tensor y = tensor::add(zs, P(row, "bias"));
+        if (row + 1 < L) y = activate(cfg.activation, y);
+        X[static_cast<size_t>(j)] = x;
+        z[static_cast<size_t>(j)] = zr;
+        Z[static_cast<size_t>(j)] = zs;
+        Y[static_cast<size_t>(j)] = y;
+        h = y;
+      }
+      // Tail: the replicated last layer (odd layer count) and the loss.
+      tensor::Tensor t = h.detach().clone();
+      t.requires_grad_(true);
+      tensor::Tensor out = t;
+      if (L % 2 == 1) out = tensor::linear(t, P(L - 1, "weight"), P(L - 1, "bias"));
+      auto loss = tensor::mse_loss(out, b.y, static_cast<double>(B * outputs));
+      loss.backward();
+      tensor::Tensor grad = t.grad();
+      for (int j = pairs - 1; j >= 0; --j) {
+        tensor::run_backward(Y[static_cast<size_t>(j)], grad);
+        tensor::run_backward(z[static_cast<size_t>(j)], Z[static_cast<size_t>(j)].grad());
+        if (j > 0) {
+          grad = pins.keep(X[static_cast<size_t>(j)].grad().clone());
+          fc::allreduce(c, fc::kInPlace, grad.data(), static_cast<size_t>(grad.numel()), fc::DType::f32,
+                        fc::ReduceOp::sum);
+        }
+      }
+      opt->step();
+      last_loss = loss.item();
+      p.samples_seen += B;
+      window_samples += B;
+      p.cursor = sampler.next(p.cursor);
+      ++p.step;
+      g.set_committed_step(p.step - 1);
+      if (p.step % cfg.replicate_every == 0) replicate(c);
+      if (ckpt && cfg.checkpoint_every > 0 && p.step % cfg.checkpoint_every == 0) {
+        gather_full(c);
+        if (c.rank() == 0) {
+          CheckpointInfo info{p.step, p.cursor.epoch, p.cursor.step, p.samples_seen, c.size(), cfg.seed,
+                              to_hex(cfg_hash), ""};
+          log.checkpoint(p.step, ckpt->save(info, *full, *full_opt));
+          release_full();
+        }
+      }
+      pins.completed();
+    } catch (const fc::FaultDetected& e) {
+      pins.abandoned();
+      const auto& ev = g.recover(p.step, e.what());
+      log.recovery(ev);
+      m.recoveries_total = static_cast<std::int64_t>(g.events().size());
+      m.last_recovery_ms = ev.total_ms;
+      serve_metrics();
+      continue;
+    }
+    const double window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
+    const double sps = window_s > 0 ? static_cast<double>(window_samples) / window_s : 0;
+    log.step(p.step, p.cursor.epoch, last_loss, sps);
+    if (window_s > 1.0) {
+      window_samples = 0;
+      window_start = Clock::now();
+    }
+    if (metrics) {
+      m.step = p.step;
+      m.loss = last_loss;
+      m.world_size = g.size();
+      m.samples_per_s = sps;
+      m.samples_seen = p.samples_seen;
+      metrics->update(m);
+    }
+  }
+
+  TrainSummary s;
+  s.final_loss = result[0];
+  s.last_step_loss = last_loss;
+  s.eval_name = td.classification ? "accuracy" : "mse";
+  s.eval_metric = result[1];
+  s.steps = p.step;
+  s.epochs = p.cursor.epoch;
+  s.world_size_initial = n0;
+  s.world_size_final = g.size();
+  s.samples_seen = p.samples_seen;
+  s.recoveries = g.events();
+  Digest d;
+  std::memcpy(d.data(), digest_words, sizeof digest_words);
+  s.param_sha256 = to_hex(d);
+  s.wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+  s.samples_per_s = s.wall_s > 0 ? static_cast<double>(s.samples_seen) / s.wall_s : 0;
+  log.note("tp: shard state " + std::to_string(nn::total_bytes(live_list())) + " B, replica/snapshot store " +
+           std::to_string(store.bytes()) + " B on rank 0");
+  log.finish(s.to_json());
+  return s;
+}
+
+}  // namespace ftcc::train
