@@ -190,7 +190,8 @@ void load_into(const SafetensorsContents& file, const NamedTensors& targets, con
     plan.emplace_back(src, &target);
   }
   if (strict) {
-    for (const auto& [name, t] : file.tensors) {
+    for (const auto& entry : file.tensors) {
+      const std::string& name = entry.first;  // not a structured binding: clang < 16 cannot capture those
       if (!in_scope(name)) continue;
       bool known = std::any_of(targets.begin(), targets.end(), [&](const NamedTensor& x) { return x.first == name; });
       if (!known) fail(path, "unexpected tensor '" + name + "' (not in the model/optimizer)");
