@@ -1,5 +1,6 @@
 #include "comm/ulfm.hpp"
 
+#include <cstdlib>
 #include <string>
 
 #include "comm/mpi_check.hpp"
@@ -10,22 +11,32 @@
 
 namespace ftcc::comm {
 
-bool has_ulfm() {
-#if FTCC_HAVE_ULFM
-  // Open MPI exposes whether the runtime turned fault tolerance on (mpirun --with-ft ulfm)
-  // through the MPI_FT attribute... not portable; compile-time support is what we can check.
-  return true;
+bool has_ulfm() { return ulfm_compiled() && ulfm_enabled_at_run_time(); }
+
+bool ulfm_compiled() { return FTCC_HAVE_ULFM != 0; }
+
+bool ulfm_enabled_at_run_time() {
+#if defined(OPEN_MPI) && OPEN_MPI
+  // Open MPI 5 builds ULFM in but switches it on only when launched with --with-ft ulfm (or
+  // --mca mpi_ft_enable 1), which reaches the ranks as this MCA variable. Without it the
+  // runtime kills the whole job when one rank dies, whatever the application does.
+  const char* v = std::getenv("OMPI_MCA_mpi_ft_enable");
+  return v && (std::string(v) == "1" || std::string(v) == "true");
 #else
-  return false;
+  return true;
 #endif
 }
 
 void require_ulfm(const char* what) {
-  if (!has_ulfm())
+  if (!ulfm_compiled())
     throw NotSupported(what,
                        "this ftcc was built against an MPI without ULFM fault tolerance "
                        "(no MPIX_Comm_shrink in mpi-ext.h). Run tools/setup, which installs Open MPI 5 "
                        "with ULFM, and rebuild; launch with tools/ftcc-run.");
+  if (!ulfm_enabled_at_run_time())
+    throw NotSupported(what,
+                       "ULFM fault tolerance is not enabled in this run: launch with tools/ftcc-run "
+                       "(it passes mpirun --with-ft ulfm); a plain mpirun kills the whole job when a rank dies.");
 }
 
 #if FTCC_HAVE_ULFM

@@ -19,6 +19,9 @@ namespace ftcc::comm {
 
 // True when this build has ULFM (compile time) and the runtime enabled it (mpirun --with-ft ulfm).
 bool has_ulfm();
+bool ulfm_compiled();
+// Open MPI: the job was launched with --with-ft ulfm (OMPI_MCA_mpi_ft_enable); other MPIs: true.
+bool ulfm_enabled_at_run_time();
 
 void revoke(MPI_Comm comm);
 MPI_Comm shrink(MPI_Comm comm);

@@ -14,6 +14,7 @@
 
 #include "base/error.hpp"
 #include "comm/errors.hpp"
+#include "comm/ulfm.hpp"
 #include "recovery/fault_spec.hpp"
 #include "recovery/resilient_group.hpp"
 #include "train/dp_trainer.hpp"
@@ -95,6 +96,17 @@ int main(int argc, char** argv) {
       throw ftcc::InvalidArgument(std::string(e.what()) + " (see --help)");
     }
     cfg.validate();
+    if (!ftcc::comm::has_ulfm()) {
+      if (!cfg.inject.empty())
+        throw ftcc::InvalidArgument(
+            "--inject needs ULFM fault tolerance, which this run does not have: " +
+            std::string(ftcc::comm::ulfm_compiled() ? "launch with tools/ftcc-run (mpirun --with-ft ulfm)"
+                                                    : "this ftcc was built against an MPI without ULFM (run tools/setup and rebuild)"));
+      if (rank == 0)
+        std::fprintf(stderr, "ftcc-train: warning: ULFM fault tolerance is off in this run (%s); a failed rank ends the job\n",
+                     ftcc::comm::ulfm_compiled() ? "not launched with tools/ftcc-run / --with-ft ulfm"
+                                                 : "built without ULFM");
+    }
     ftcc::recovery::GroupOptions go;
     go.hang_timeout = std::chrono::milliseconds(static_cast<long long>(cfg.hang_timeout_s * 1000));
     go.faults = ftcc::recovery::parse_fault_specs(cfg.inject);
