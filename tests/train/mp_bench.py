@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Model-parallel figures for docs/model-parallel.md: throughput of dp, pp and tp on the same
+model and rank counts, state bytes per rank with and without replicas, and the recovery-time
+breakdown of one kill. Not a test (no pass/fail); run by hand:
+
+    tests/train/mp_bench.py BUILD_DIR [--repeat 3] [--sections throughput,memory,recovery]
+
+Every figure is the median over --repeat runs of FTCC_SUMMARY's samples_per_s (samples over the
+whole run's wall time, start-up included) or of the recovery event's phases.
+"""
+import json, os, re, statistics, subprocess, sys
+
+build = sys.argv[1]
+repeat = int(sys.argv[sys.argv.index("--repeat") + 1]) if "--repeat" in sys.argv else 3
+sections = (sys.argv[sys.argv.index("--sections") + 1] if "--sections" in sys.argv else "throughput,memory,recovery").split(",")
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+run_cmd = os.path.join(root, "tools", "ftcc-run")
+train = os.path.join(build, "tools", "ftcc-train")
+
+
+def run(n, *args):
+    p = subprocess.run([run_cmd, "-n", str(n), train, "--quiet", *args], capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        sys.exit(f"failed: {args}\n{p.stderr[-2000:]}")
+    line = next(l for l in p.stdout.splitlines() if l.startswith("FTCC_SUMMARY "))
+    state = re.search(r"(?:stage|shard) state (\d+) B, replica/snapshot store (\d+) B", p.stderr)
+    return json.loads(line[len("FTCC_SUMMARY "):]), (int(state[1]), int(state[2])) if state else None
+
+
+MODELS = {
+    "digits 64,96,64,48,10": ["--dataset", "digits", "--layers", "64,96,64,48,10", "--batch", "64", "--epochs", "6"],
+    "synthetic 256,512,512,512,16": ["--dataset", "synthetic:4096:256:16", "--layers", "256,512,512,512,16",
+                                     "--batch", "256", "--epochs", "2", "--lr", "0.01"],
+}
+
+def without_epochs(args):
+    i = args.index("--epochs")
+    return args[:i] + args[i + 2:]
+
+
+if "throughput" in sections:
+  print("| model | ranks | dp samples/s | pp samples/s (M=4) | tp samples/s |")
+  print("|---|---|---|---|---|")
+  for name, args in MODELS.items():
+    for n in (1, 2, 4):
+        row = []
+        for par in (["--parallel", "dp"], ["--parallel", "pp", "--micro-batches", "4"], ["--parallel", "tp"]):
+            row.append(statistics.median(run(n, *args, *par)[0]["samples_per_s"] for _ in range(repeat)))
+        print(f"| {name} | {n} | " + " | ".join(f"{v:,.0f}" for v in row) + " |")
+
+if "memory" in sections:
+  print()
+  print("| model | mode | ranks | replicas | state bytes (rank 0) | snapshot/replica store bytes (rank 0) |")
+  print("|---|---|---|---|---|---|")
+  for name, args in MODELS.items():
+    for par in ("pp", "tp"):
+        for k in (0, 1, 2):
+            _, st = run(4, *without_epochs(args), "--parallel", par, "--replicas", str(k), "--steps", "3")
+            print(f"| {name} | {par} | 4 | {k} | {st[0]:,} | {st[1]:,} |")
+
+if "recovery" in sections:
+  print()
+  print("| model | mode | kill | detect | revoke | shrink | agree | hand-over (resync) | total ms |")
+  print("|---|---|---|---|---|---|---|---|---|")
+  for name, args in MODELS.items():
+    for par in ("pp", "tp"):
+        evs = [run(4, *args, "--parallel", par, "--inject", "kill:rank=1:step=10")[0]["recoveries"][0] for _ in range(repeat)]
+        med = {k: statistics.median(e[k] for e in evs) for k in ("detect_ms", "revoke_ms", "shrink_ms", "agree_ms", "resync_ms", "total_ms")}
+        print(f"| {name} | {par} | rank 1 at step 10 | " + " | ".join(f"{med[k]:.1f}" for k in
+              ("detect_ms", "revoke_ms", "shrink_ms", "agree_ms", "resync_ms", "total_ms")) + " |")
