@@ -111,10 +111,24 @@ namespace {
 std::string dict_value(const std::string& header, const std::string& key, const std::string& path) {
   std::size_t k = header.find("'" + key + "'");
   if (k == std::string::npos) throw FormatError("'" + path + "': .npy header has no '" + key + "'");
+  // Every find below can fail on a malformed header (found by fuzz/table_fuzz.cpp): say so instead
+  // of indexing at npos or wrapping npos + 1 to 0.
+  const auto bad = [&] { return FormatError("'" + path + "': .npy header: malformed '" + key + "' entry"); };
   std::size_t colon = header.find(':', k);
+  if (colon == std::string::npos) throw bad();
   std::size_t start = header.find_first_not_of(' ', colon + 1);
-  std::size_t end = header[start] == '(' ? header.find(')', start) + 1
-                                         : header.find_first_of(",}", header[start] == '\'' ? header.find('\'', start + 1) : start);
+  if (start == std::string::npos) throw bad();
+  std::size_t end;
+  if (header[start] == '(') {
+    end = header.find(')', start);
+    if (end == std::string::npos) throw bad();
+    ++end;
+  } else {
+    const std::size_t from = header[start] == '\'' ? header.find('\'', start + 1) : start;
+    if (from == std::string::npos) throw bad();
+    end = header.find_first_of(",}", from);
+    if (end == std::string::npos) throw bad();
+  }
   return header.substr(start, end - start);
 }
 }  // namespace
@@ -140,7 +154,9 @@ tensor::Tensor read_npy(const std::string& path) {
   } else {
     throw FormatError("'" + path + "': unsupported .npy version " + std::to_string(major));
   }
-  std::uint64_t data_start = (major == 1 ? 10u : 12u) + hlen;
+  // In 64 bits: 12u + a 32-bit header length wrapped around, passed the check below and asked
+  // for a 4 GiB header string (found by fuzz/table_fuzz.cpp).
+  const std::uint64_t data_start = std::uint64_t{major == 1 ? 10u : 12u} + hlen;
   if (data_start > size) throw FormatError("'" + path + "': truncated .npy header");
   std::string header(hlen, '\0');
   in.read(header.data(), hlen);
@@ -152,18 +168,34 @@ tensor::Tensor read_npy(const std::string& path) {
   else if (descr == "'<f8'") dtype = tensor::DType::F64;
   else throw FormatError("'" + path + "': unsupported dtype " + descr + " (float32/float64 little-endian only)");
   if (fortran != "False") throw FormatError("'" + path + "': Fortran-order arrays are not supported");
+  // Dimensions: non-negative decimal integers (std::stoll threw std::invalid_argument past the
+  // FormatError contract), and the byte count is checked against the file before allocating, so
+  // a header claiming a huge shape cannot ask for terabytes (both found by fuzz/table_fuzz.cpp).
+  if (shape_s.empty() || shape_s.front() != '(' || shape_s.back() != ')')
+    throw FormatError("'" + path + "': shape " + shape_s + ": a tuple expected");
   tensor::Shape shape;
+  const std::uint64_t avail = size - data_start;
+  std::uint64_t need = dtype == tensor::DType::F32 ? 4 : 8;
   for (std::size_t i = 1; i < shape_s.size();) {
-    std::size_t j = shape_s.find_first_of(",)", i);
-    std::string num = shape_s.substr(i, j - i);
-    if (num.find_first_not_of(' ') != std::string::npos) shape.push_back(std::stoll(num));
+    const std::size_t j = shape_s.find_first_of(",)", i);
+    const std::size_t b = shape_s.find_first_not_of(' ', i);
+    if (b < j) {
+      const std::size_t e = shape_s.find_last_not_of(' ', j - 1) + 1;
+      std::int64_t d = -1;
+      const auto [ptr, ec] = std::from_chars(shape_s.data() + b, shape_s.data() + e, d);
+      if (ec != std::errc() || ptr != shape_s.data() + e || d < 0)
+        throw FormatError("'" + path + "': shape " + shape_s + ": bad dimension '" + shape_s.substr(b, e - b) + "'");
+      const auto ud = static_cast<std::uint64_t>(d);
+      need = (ud != 0 && need > avail / ud) ? avail + 1 : need * ud;  // saturate: more than the file holds
+      shape.push_back(d);
+    }
     i = j + 1;
   }
   if (shape.empty() || shape.size() > 2) throw FormatError("'" + path + "': shape " + shape_s + ": 1-D or 2-D expected");
+  if (need != avail)
+    throw FormatError("'" + path + "': data is " + std::to_string(avail) + " bytes, shape " + shape_s + " needs " +
+                      (need > avail ? "more" : std::to_string(need)));
   tensor::Tensor t = tensor::Tensor::empty(shape, dtype);
-  if (data_start + t.nbytes() != size)
-    throw FormatError("'" + path + "': data is " + std::to_string(size - data_start) + " bytes, shape " + shape_s +
-                      " needs " + std::to_string(t.nbytes()));
   in.seekg(static_cast<std::streamoff>(data_start));
   in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
   return t;
