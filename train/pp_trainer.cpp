@@ -489,7 +489,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
   s.param_sha256 = to_hex(d);
   s.wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
   s.samples_per_s = s.wall_s > 0 ? static_cast<double>(s.samples_seen) / s.wall_s : 0;
-  if (g.rank() == 0)
+  if (!cfg.quiet)
     log.note("pp: stage state " + std::to_string(stage->state_bytes()) + " B, replica/snapshot store " +
              std::to_string(store.bytes()) + " B on rank 0");
   log.finish(s.to_json());

@@ -486,7 +486,8 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
   s.param_sha256 = to_hex(d);
   s.wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
   s.samples_per_s = s.wall_s > 0 ? static_cast<double>(s.samples_seen) / s.wall_s : 0;
-  log.note("tp: shard state " + std::to_string(nn::total_bytes(live_list())) + " B, replica/snapshot store " +
+  if (!cfg.quiet)
+    log.note("tp: shard state " + std::to_string(nn::total_bytes(live_list())) + " B, replica/snapshot store " +
            std::to_string(store.bytes()) + " B on rank 0");
   log.finish(s.to_json());
   return s;

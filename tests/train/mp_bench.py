@@ -19,7 +19,7 @@ train = os.path.join(build, "tools", "ftcc-train")
 
 
 def run(n, *args):
-    p = subprocess.run([run_cmd, "-n", str(n), train, "--quiet", *args], capture_output=True, text=True, timeout=300)
+    p = subprocess.run([run_cmd, "-n", str(n), train, "--log-every", "1000000", *args], capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
         sys.exit(f"failed: {args}\n{p.stderr[-2000:]}")
     line = next(l for l in p.stdout.splitlines() if l.startswith("FTCC_SUMMARY "))

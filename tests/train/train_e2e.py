@@ -273,6 +273,30 @@ elif case == "tp_double_failure":
           f"no checkpoint: exit {p.returncode} naming the lost shard: " +
           next((l for l in p.stderr.splitlines() if "lost" in l), "(no line)")[:200])
 
+elif case == "mp_checkpoint_resume_and_log":
+    # Checkpoints of pp/tp are in the dp format: resume across modes and rank counts.
+    model = ["--dataset", "digits", "--layers", "64,96,64,48,10", "--lr", "0.05", "--batch", "64"]
+    with tempfile.TemporaryDirectory() as d:
+        ck = os.path.join(d, "ck")
+        full, _ = run(2, *model, "--parallel", "pp", "--steps", "60")
+        run(2, *model, "--parallel", "pp", "--steps", "40", "--checkpoint-dir", ck, "--checkpoint-every", "20")
+        check(sorted(os.listdir(ck))[-1] == "ckpt-0000000040.safetensors", f"pp wrote checkpoints: {sorted(os.listdir(ck))}")
+        s, p = run(3, *model, "--parallel", "pp", "--steps", "60", "--resume", ck)
+        check("resumed from" in p.stderr and s["param_sha256"] == full["param_sha256"],
+              "pp checkpoint at 40 resumed by pp on 3 ranks -> 60: same SHA-256 as uninterrupted")
+        t, _ = run(2, *model, "--parallel", "tp", "--steps", "60", "--resume", ck)
+        dp, _ = run(1, *model, "--steps", "60", "--resume", ck)
+        check(rel(t["final_loss"], full["final_loss"]) < 1e-3 and rel(dp["final_loss"], full["final_loss"]) < 1e-3,
+              f"the pp checkpoint resumed by tp ({t['final_loss']:.6f}) and dp ({dp['final_loss']:.6f}) vs {full['final_loss']:.6f}")
+        for par in ("pp", "tp"):
+            path = os.path.join(d, par + ".jsonl")
+            s, _ = run(3, *model, "--parallel", par, "--steps", "40", "--log-json", path, "--inject", "kill:rank=0:step=15")
+            events = [json.loads(l) for l in open(path)]
+            rec = [e for e in events if e["event"] == "recovery"]
+            check(len(rec) == 1 and rec[0]["failed"] == [0] and events[-1]["event"] == "summary",
+                  f"{par} --log-json: one recovery naming rank 0, ends with the summary")
+            check(s["world_size_final"] == 2 and s["steps"] == 40, f"{par}: 40 steps, world 3 -> 2")
+
 else:
     sys.exit(f"unknown case {case}")
 
