@@ -190,10 +190,11 @@ elif case == "pp_kills":
         ("kill rank 1 at step 57 with 2 replicas", ["--inject", "kill:rank=1:step=57", "--replicas", "2"]),
         ("kill rank 0 at step 20 and rank 2 inside that recovery (not buddies)",
          ["--inject", "kill:rank=0:step=20", "--inject", "kill:rank=2:step=20:phase=recovery"]),
+        ("rank 2 hangs (SIGSTOP) at step 30, fenced by the heartbeat", ["--hang-timeout", "2", "--inject", "hang:rank=2:step=30"]),
     ]
     for what, inject in plans:
         s, p = run(4, *args, *inject)
-        final = 4 - sum(1 for a in inject if a.startswith("kill:"))
+        final = 4 - sum(1 for a in inject if a.startswith(("kill:", "hang:")))
         check(s["world_size_final"] == final, f"{what}: world {s['world_size_initial']} -> {s['world_size_final']}")
         check(rel(s["final_loss"], base["final_loss"]) < 0.02,
               f"{what}: final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
@@ -249,10 +250,11 @@ elif case == "tp_kills":
          ["--inject", "kill:rank=1:step=33:phase=allreduce", "--replicate-every", "5"]),
         ("kill rank 0 at step 20 and rank 2 inside that recovery (not buddies)",
          ["--inject", "kill:rank=0:step=20", "--inject", "kill:rank=2:step=20:phase=recovery"]),
+        ("rank 2 hangs (SIGSTOP) at step 30, fenced by the heartbeat", ["--hang-timeout", "2", "--inject", "hang:rank=2:step=30"]),
     ]
     for what, inject in plans:
         s, p = run(4, *args, *inject)
-        final = 4 - sum(1 for a in inject if a.startswith("kill:"))
+        final = 4 - sum(1 for a in inject if a.startswith(("kill:", "hang:")))
         check(s["world_size_final"] == final, f"{what}: world {s['world_size_initial']} -> {s['world_size_final']}")
         check(rel(s["final_loss"], base["final_loss"]) < 0.02,
               f"{what}: final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
