@@ -4,6 +4,7 @@
 //   for (step = 0; step < n; ++step) {
 //     g.begin_step(step);                            // fault injection + watchdog kick
 //     g.run(step, [&](comm::Communicator& c) { comm::allreduce(c, ...); });   // retried on failure
+//     g.set_committed_step(step);
 //   }
 //
 // When any operation throws comm::ProcessFailed or comm::Revoked (both comm::FaultDetected),
@@ -91,15 +92,22 @@ class ResilientGroup {
   // the new group; a FaultDetected thrown from a hook restarts the protocol.
   void add_recovery_hook(Hook hook) { hooks_.push_back(std::move(hook)); }
 
-  // fn(comm) until it completes without a fault; after a fault, recover and call fn again on
-  // the new group. Exceptions other than FaultDetected propagate.
+  // Runs fn(comm) for `step` of a loop in which every rank calls run() once per step, in order.
+  // After a fault it recovers and reruns fn on the survivors, unless a survivor had already
+  // committed `step` (set_committed_step): ranks can be one step apart when a failure lands (a
+  // ring allreduce completes on some ranks before others), and the ranks ahead will not run
+  // this step again. Then it returns false without rerunning: the group finished this step
+  // without this rank's last attempt, and the caller continues with step + 1 (taking the step's
+  // state from a peer in a recovery hook if it has any; train/dp_trainer.cpp does). Returns true
+  // when fn completed here. Exceptions other than FaultDetected propagate.
   template <class F>
-  decltype(auto) run(std::int64_t step, F&& fn) {
+  bool run(std::int64_t step, F&& fn) {
     for (;;) {
       try {
-        return fn(*comm_);
+        fn(*comm_);
+        return true;
       } catch (const comm::FaultDetected& e) {
-        recover(step, e.what());
+        if (recover(step, e.what()).committed_max >= step) return false;
       }
     }
   }

@@ -40,6 +40,7 @@ struct Plan {
 
 struct Outcome {
   int final_size = 0;
+  int skipped = 0;  // steps the group finished while this rank was one behind (at most 1 per failure)
   std::vector<fr::RecoveryEvent> events;
   double wall_s = 0;
 };
@@ -51,10 +52,12 @@ Outcome run_plan(const Plan& plan) {
   opt.comm_timeout_s = 60;
   fr::ResilientGroup g(MPI_COMM_WORLD, opt);
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<double> buf(plan.count);
+  static std::vector<double> buf;  // static: see docs/collectives.md on abandoned sends
+  buf.assign(plan.count, 0.0);
+  int out_skipped = 0;
   for (int step = 0; step < plan.steps; ++step) {
     g.begin_step(step);
-    g.run(step, [&](fc::Communicator& c) {
+    const bool ran = g.run(step, [&](fc::Communicator& c) {
       const int me = g.original_rank();
       if (plan.op == Op::broadcast) {
         const int root = step % c.size();
@@ -80,9 +83,12 @@ Outcome run_plan(const Plan& plan) {
       for (std::size_t i = 0; i < buf.size(); i += 31)
         ASSERT_EQ(buf[i], members_sum + n * (static_cast<double>(i % 7) + step)) << "step " << step << " i " << i;
     });
+    if (!ran) ++out_skipped;  // the others finished this step while this rank was behind
     g.set_committed_step(step);
   }
   Outcome out;
+  out.skipped = out_skipped;
+  EXPECT_LE(out.skipped, static_cast<int>(g.events().size())) << "a rank can fall behind by one step per failure only";
   out.final_size = g.size();
   out.events = g.events();
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
