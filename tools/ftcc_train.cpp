@@ -1,7 +1,7 @@
-// ftcc-train: train a model with data parallelism that survives the death of ranks.
+// ftcc-train: train a model (data, pipeline or tensor parallel) that survives the death of ranks.
 //
-//   tools/ftcc-run -n 4 build/tools/ftcc-train --dataset digits --layers 64,64,10 --epochs 20 \
-//       --inject kill:rank=2:step=40
+//   tools/ftcc-run -n 4 build/tools/ftcc-train --dataset digits --layers 64,64,10 --epochs 20
+//       --inject kill:rank=2:step=40            (one command line)
 //
 // Exit status: 0 on success (also after recoveries), 2 for bad flags or configuration (one
 // clear line naming the problem), 1 for anything else.
