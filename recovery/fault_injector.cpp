@@ -25,11 +25,11 @@ FaultInjector::FaultInjector(const std::vector<FaultSpec>& specs, int original_r
   for (const auto& s : specs)
     if (s.rank == original_rank) mine_.push_back(s);
   fired_.assign(mine_.size(), false);
+  sends_seen_.assign(mine_.size(), 0);
 }
 
 void FaultInjector::at_step(std::int64_t step) {
   step_ = step;
-  calls_.fill(0);
   if (mine_.empty()) return;
   for (size_t i = 0; i < mine_.size(); ++i)
     if (!fired_[i] && mine_[i].step == step && mine_[i].phase == FaultPhase::step) {
@@ -41,15 +41,15 @@ void FaultInjector::at_step(std::int64_t step) {
 void FaultInjector::in_phase(FaultPhase phase, int protocol_step) {
   if (mine_.empty()) return;
   (void)protocol_step;
-  // Inside collectives: count this step's sends of the phase and die before the second, so at
-  // least one message went out (a rank that sends once per collective dies in the next one).
-  const int calls = ++calls_[static_cast<int>(phase)];
-  if (phase != FaultPhase::recovery && calls < 2) return;
-  for (size_t i = 0; i < mine_.size(); ++i)
-    if (!fired_[i] && mine_[i].step == step_ && mine_[i].phase == phase) {
-      fired_[i] = true;
-      fire(mine_[i]);
-    }
+  for (size_t i = 0; i < mine_.size(); ++i) {
+    if (fired_[i] || mine_[i].phase != phase || step_ < mine_[i].step) continue;
+    // Inside collectives: count the phase's sends from the start of step S on and die before
+    // the second, so at least one message went out. A rank that sends once per collective dies
+    // in the next one (in step S if it has two, else in a later step). Recovery: at once.
+    if (phase != FaultPhase::recovery && ++sends_seen_[i] < 2) continue;
+    fired_[i] = true;
+    fire(mine_[i]);
+  }
 }
 
 std::optional<FaultPhase> FaultInjector::phase_of_op(const char* op) {

@@ -28,9 +28,10 @@ class FaultInjector {
   // Start of step `step`: fires phase=step specs for it; remembers the step for in_phase().
   void at_step(std::int64_t step);
   // Inside a collective (comm's fault hook, called before each send) or the recovery protocol.
-  // A collective-phase spec of the current step fires before the second send of that phase in
-  // the step, i.e. after part of the step's messages went out (a rank that sends once per
-  // collective dies in the step's next collective). A recovery-phase spec fires at once.
+  // A collective-phase spec counts the sends of its phase from the start of its step on and
+  // fires before the second, so part of the messages went out: within step S when the rank
+  // sends twice or more in it, else in the next collective of that phase (a tree leaf that
+  // sends once per allreduce). A recovery-phase spec fires at the first call in step S or later.
   void in_phase(FaultPhase phase, int protocol_step);
   // Maps a comm hook's op name ("ring_allreduce", "tree_broadcast", ...) to a phase.
   static std::optional<FaultPhase> phase_of_op(const char* op);
@@ -46,7 +47,7 @@ class FaultInjector {
   int rank_ = -1;
   std::string event_dir_;
   std::int64_t step_ = -1;
-  std::array<int, 5> calls_{};  // hook calls per phase in the current step
+  std::vector<int> sends_seen_;  // per spec: its phase's sends since its step began
 };
 
 }  // namespace ftcc::recovery
