@@ -24,7 +24,7 @@
 #include "tensor/ops.hpp"
 #include "train/checkpoint_store.hpp"
 #include "train/gradient_reducer.hpp"
-#include "train/metrics_server.hpp"
+#include "train/progress_reporter.hpp"
 #include "train/run_log.hpp"
 #include "train/state_hash.hpp"
 #include "train/training_data.hpp"
@@ -203,15 +203,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     throw ftcc::Error("initial parameters differ between ranks (rank " + std::to_string(bad[0]) + ")");
   g.set_committed_step(p.step - 1);
 
-  std::unique_ptr<MetricsServer> metrics;
-  TrainingMetrics m;
-  auto serve_metrics = [&] {
-    if (cfg.metrics_port >= 0 && g.rank() == 0 && !metrics) {
-      metrics = std::make_unique<MetricsServer>(cfg.metrics_bind, static_cast<std::uint16_t>(cfg.metrics_port));
-      log.note("metrics on http://" + cfg.metrics_bind + ":" + std::to_string(metrics->port()) + "/metrics");
-    }
-  };
-  serve_metrics();
+  ProgressReporter report(cfg, g, log);
 
   // Recovery hook: roll the survivors forward to the most advanced committed state, then check.
   g.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) {
@@ -235,8 +227,6 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   };
   const std::int64_t outputs = widths.back();
   double last_loss = 0;
-  std::int64_t window_samples = 0;
-  auto window_start = Clock::now();
 
   while (!done()) {
     if (p.cursor.step == 0 && sampler->options().global_batch != global_batch) sampler = make_sampler(global_batch);
@@ -281,33 +271,16 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
       const auto samples = static_cast<std::int64_t>(stats[1] + 0.5);
       FTCC_CHECK(samples == B) << "step " << p.step << " consumed " << samples << " samples, batch is " << B;
       p.samples_seen += samples;
-      window_samples += samples;
+      report.add_samples(samples);
       p.cursor = sampler->next(p.cursor);
       ++p.step;
       g.set_committed_step(p.step - 1);
     } catch (const fc::FaultDetected& e) {
       const auto& ev = g.recover(p.step, e.what());
-      log.recovery(ev);
-      m.recoveries_total = static_cast<std::int64_t>(g.events().size());
-      m.last_recovery_ms = ev.total_ms;
-      serve_metrics();
+      report.recovered(ev);
       continue;
     }
-    const double window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
-    const double sps = window_s > 0 ? static_cast<double>(window_samples) / window_s : 0;
-    log.step(p.step, p.cursor.epoch, last_loss, sps);
-    if (window_s > 1.0) {
-      window_samples = 0;
-      window_start = Clock::now();
-    }
-    if (metrics) {
-      m.step = p.step;
-      m.loss = last_loss;
-      m.world_size = g.size();
-      m.samples_per_s = sps;
-      m.samples_seen = p.samples_seen;
-      metrics->update(m);
-    }
+    report.step_done(p.step, p.cursor.epoch, last_loss, p.samples_seen);
     if (store && cfg.checkpoint_every > 0 && p.step % cfg.checkpoint_every == 0 && g.rank() == 0) {
       CheckpointInfo info{p.step, p.cursor.epoch, p.cursor.step, p.samples_seen, g.size(), cfg.seed,
                           to_hex(cfg_hash), ""};

@@ -17,7 +17,7 @@
 #include "tensor/autograd.hpp"
 #include "tensor/ops.hpp"
 #include "train/checkpoint_store.hpp"
-#include "train/metrics_server.hpp"
+#include "train/progress_reporter.hpp"
 #include "train/mp_support.hpp"
 #include "train/partition.hpp"
 #include "train/pp_stage.hpp"
@@ -275,15 +275,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
   replicate(g.comm());
   pins.completed();
 
-  std::unique_ptr<MetricsServer> metrics;
-  TrainingMetrics m;
-  auto serve_metrics = [&] {
-    if (cfg.metrics_port >= 0 && g.rank() == 0 && !metrics) {
-      metrics = std::make_unique<MetricsServer>(cfg.metrics_bind, static_cast<std::uint16_t>(cfg.metrics_port));
-      log.note("metrics on http://" + cfg.metrics_bind + ":" + std::to_string(metrics->port()) + "/metrics");
-    }
-  };
-  serve_metrics();
+  ProgressReporter report(cfg, g, log);
 
   // Recovery: re-partition over the survivors and rebuild every stage at the newest step of which
   // a complete copy survives (or from the newest checkpoint), then refresh the replicas.
@@ -356,8 +348,6 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
     return cfg.steps > 0 ? p.step >= cfg.steps : p.cursor.epoch >= (cfg.epochs > 0 ? cfg.epochs : 10);
   };
   double last_loss = 0;
-  std::int64_t window_samples = 0;
-  auto window_start = Clock::now();
   double result[2] = {0, 0};
   std::int64_t digest_words[4] = {0, 0, 0, 0};
 
@@ -433,7 +423,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
       fc::allreduce(c, fc::kInPlace, stats, 1, fc::DType::f64, fc::ReduceOp::sum);
       last_loss = stats[0];
       p.samples_seen += B;
-      window_samples += B;
+      report.add_samples(B);
       p.cursor = sampler.next(p.cursor);
       ++p.step;
       g.set_committed_step(p.step - 1);
@@ -450,27 +440,10 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
     } catch (const fc::FaultDetected& e) {
       pins.abandoned();
       const auto& ev = g.recover(p.step, e.what());
-      log.recovery(ev);
-      m.recoveries_total = static_cast<std::int64_t>(g.events().size());
-      m.last_recovery_ms = ev.total_ms;
-      serve_metrics();
+      report.recovered(ev);
       continue;
     }
-    const double window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
-    const double sps = window_s > 0 ? static_cast<double>(window_samples) / window_s : 0;
-    log.step(p.step, p.cursor.epoch, last_loss, sps);
-    if (window_s > 1.0) {
-      window_samples = 0;
-      window_start = Clock::now();
-    }
-    if (metrics) {
-      m.step = p.step;
-      m.loss = last_loss;
-      m.world_size = g.size();
-      m.samples_per_s = sps;
-      m.samples_seen = p.samples_seen;
-      metrics->update(m);
-    }
+    report.step_done(p.step, p.cursor.epoch, last_loss, p.samples_seen);
   }
 
   TrainSummary s;

@@ -1,0 +1,40 @@
+// train/progress_reporter.hpp: what every trainer (dp, pp, tp) reports after a committed step or
+// a recovery, in one place: the run log's step line, the samples/s window and the Prometheus
+// metrics server. The server runs on the current rank 0; after rank 0 dies the new rank 0
+// starts its own on the same port (--metrics-port; 0 picks a free one and logs it).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "recovery/recovery_event.hpp"
+#include "recovery/resilient_group.hpp"
+#include "train/metrics_server.hpp"
+#include "train/run_log.hpp"
+#include "train/train_config.hpp"
+
+namespace ftcc::train {
+
+class ProgressReporter {
+ public:
+  ProgressReporter(const TrainConfig& cfg, recovery::ResilientGroup& group, RunLog& log);
+
+  // Samples consumed by the step being committed (counted into samples/s).
+  void add_samples(std::int64_t n) { window_samples_ += n; }
+  void step_done(std::int64_t step, std::int64_t epoch, double loss, std::int64_t samples_seen);
+  void recovered(const recovery::RecoveryEvent& ev);
+
+ private:
+  void serve_if_rank0();
+
+  const TrainConfig& cfg_;
+  recovery::ResilientGroup& group_;
+  RunLog& log_;
+  std::unique_ptr<MetricsServer> server_;
+  TrainingMetrics metrics_;
+  std::int64_t window_samples_ = 0;
+  std::chrono::steady_clock::time_point window_start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace ftcc::train
