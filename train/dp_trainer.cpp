@@ -103,6 +103,27 @@ double accuracy_on(nn::Module& model, const data::Dataset& d, tensor::Device dev
 
 }  // namespace
 
+TrainSummary TrainSummary::of_run(double final_loss, double last_step_loss, bool classification, double eval_metric,
+                                  std::int64_t steps, std::int64_t epochs, int world_size_initial,
+                                  const recovery::ResilientGroup& group, std::int64_t samples_seen,
+                                  std::string param_sha256, std::chrono::steady_clock::time_point start) {
+  TrainSummary s;
+  s.final_loss = final_loss;
+  s.last_step_loss = last_step_loss;
+  s.eval_name = classification ? "accuracy" : "mse";
+  s.eval_metric = eval_metric;
+  s.steps = steps;
+  s.epochs = epochs;
+  s.world_size_initial = world_size_initial;
+  s.world_size_final = group.size();
+  s.samples_seen = samples_seen;
+  s.recoveries = group.events();
+  s.param_sha256 = std::move(param_sha256);
+  s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  s.samples_per_s = s.wall_s > 0 ? static_cast<double>(s.samples_seen) / s.wall_s : 0;
+  return s;
+}
+
 nlohmann::json TrainSummary::to_json() const {
   nlohmann::json rec = nlohmann::json::array();
   for (const auto& e : recoveries) rec.push_back(e.to_json());
@@ -141,14 +162,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
                                 " (start every rank with the same ftcc-train flags)");
 
   TrainingData td = load_training_data(cfg.dataset, cfg.seed, cfg.held_out);
-  std::vector<std::int64_t> widths = cfg.layers;
-  if (widths.empty()) widths = {td.train.num_features(), 64, td.train.num_targets()};
-  FTCC_REQUIRE(widths.front() == td.train.num_features())
-      << "--layers starts with " << widths.front() << " but dataset '" << cfg.dataset << "' has "
-      << td.train.num_features() << " features";
-  FTCC_REQUIRE(widths.back() == td.train.num_targets())
-      << "--layers ends with " << widths.back() << " but dataset '" << cfg.dataset << "' has "
-      << td.train.num_targets() << " target columns";
+  const std::vector<std::int64_t> widths = model_widths(cfg.layers, td, cfg.dataset);
 
   auto model = nn::mlp(widths, activation_of(cfg.activation), cfg.seed);
   if (dev == tensor::Device::CUDA) model->to(dev);
@@ -288,20 +302,9 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     }
   }
 
-  TrainSummary s;
-  s.final_loss = mse_on(*model, td.train, dev);
-  s.last_step_loss = last_loss;
-  s.eval_name = td.classification ? "accuracy" : "mse";
-  s.eval_metric = td.classification ? accuracy_on(*model, td.test, dev) : mse_on(*model, td.test, dev);
-  s.steps = p.step;
-  s.epochs = p.cursor.epoch;
-  s.world_size_initial = n0;
-  s.world_size_final = g.size();
-  s.samples_seen = p.samples_seen;
-  s.recoveries = g.events();
-  s.param_sha256 = to_hex(sha256_of(params));
-  s.wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
-  s.samples_per_s = s.wall_s > 0 ? static_cast<double>(s.samples_seen) / s.wall_s : 0;
+  const double eval = td.classification ? accuracy_on(*model, td.test, dev) : mse_on(*model, td.test, dev);
+  TrainSummary s = TrainSummary::of_run(mse_on(*model, td.train, dev), last_loss, td.classification, eval, p.step,
+                                        p.cursor.epoch, n0, g, p.samples_seen, to_hex(sha256_of(params)), t_start);
   log.finish(s.to_json());
   return s;
 }

@@ -20,6 +20,7 @@
 // one per rank, a MAX allreduce per bucket and int64 (2x) traffic.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -47,6 +48,11 @@ struct TrainSummary {
   double samples_per_s = 0;
 
   nlohmann::json to_json() const;
+  // The summary every trainer ends with; wall_s and samples_per_s are measured from `start`.
+  static TrainSummary of_run(double final_loss, double last_step_loss, bool classification, double eval_metric,
+                             std::int64_t steps, std::int64_t epochs, int world_size_initial,
+                             const recovery::ResilientGroup& group, std::int64_t samples_seen,
+                             std::string param_sha256, std::chrono::steady_clock::time_point start);
 };
 
 // Runs the whole training on `group` (which may shrink). Every surviving rank returns the same

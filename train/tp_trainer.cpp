@@ -100,14 +100,7 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
   const Digest cfg_hash = check_same_config(cfg, g.comm(), g.members());
 
   TrainingData td = load_training_data(cfg.dataset, cfg.seed, cfg.held_out);
-  std::vector<std::int64_t> widths = cfg.layers;
-  if (widths.empty()) widths = {td.train.num_features(), 64, td.train.num_targets()};
-  FTCC_REQUIRE(widths.front() == td.train.num_features())
-      << "--layers starts with " << widths.front() << " but dataset '" << cfg.dataset << "' has "
-      << td.train.num_features() << " features";
-  FTCC_REQUIRE(widths.back() == td.train.num_targets())
-      << "--layers ends with " << widths.back() << " but dataset '" << cfg.dataset << "' has "
-      << td.train.num_targets() << " target columns";
+  const std::vector<std::int64_t> widths = model_widths(cfg.layers, td, cfg.dataset);
   const int L = static_cast<int>(widths.size()) - 1;
   FTCC_REQUIRE(L >= 2) << "--parallel tp needs at least one column/row-parallel Linear pair (3 widths); --layers gives "
                        << L << " layer";
@@ -443,22 +436,10 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
     report.step_done(p.step, p.cursor.epoch, last_loss, p.samples_seen);
   }
 
-  TrainSummary s;
-  s.final_loss = result[0];
-  s.last_step_loss = last_loss;
-  s.eval_name = td.classification ? "accuracy" : "mse";
-  s.eval_metric = result[1];
-  s.steps = p.step;
-  s.epochs = p.cursor.epoch;
-  s.world_size_initial = n0;
-  s.world_size_final = g.size();
-  s.samples_seen = p.samples_seen;
-  s.recoveries = g.events();
   Digest d;
   std::memcpy(d.data(), digest_words, sizeof digest_words);
-  s.param_sha256 = to_hex(d);
-  s.wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
-  s.samples_per_s = s.wall_s > 0 ? static_cast<double>(s.samples_seen) / s.wall_s : 0;
+  TrainSummary s = TrainSummary::of_run(result[0], last_loss, td.classification, result[1], p.step, p.cursor.epoch, n0, g,
+                                        p.samples_seen, to_hex(d), t_start);
   if (!cfg.quiet)
     log.note("tp: shard state " + std::to_string(nn::total_bytes(live_list())) + " B, replica/snapshot store " +
            std::to_string(store.bytes()) + " B on rank 0");

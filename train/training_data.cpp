@@ -113,4 +113,17 @@ TrainingData load_training_data(const std::string& spec, std::uint64_t seed, dou
   return out;
 }
 
+std::vector<std::int64_t> model_widths(const std::vector<std::int64_t>& layers, const TrainingData& td,
+                                       const std::string& dataset) {
+  std::vector<std::int64_t> widths = layers;
+  if (widths.empty()) widths = {td.train.num_features(), 64, td.train.num_targets()};
+  FTCC_REQUIRE(widths.front() == td.train.num_features())
+      << "--layers starts with " << widths.front() << " but dataset '" << dataset << "' has "
+      << td.train.num_features() << " features";
+  FTCC_REQUIRE(widths.back() == td.train.num_targets())
+      << "--layers ends with " << widths.back() << " but dataset '" << dataset << "' has "
+      << td.train.num_targets() << " target columns";
+  return widths;
+}
+
 }  // namespace ftcc::train

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "data/dataset.hpp"
 
@@ -25,5 +26,11 @@ struct TrainingData {
 };
 
 TrainingData load_training_data(const std::string& spec, std::uint64_t seed, double held_out);
+
+// The model's layer widths: `layers` (from --layers) checked against the data (first = features,
+// last = target columns), or {features, 64, targets} when empty. Throws InvalidArgument naming
+// `dataset` on a mismatch.
+std::vector<std::int64_t> model_widths(const std::vector<std::int64_t>& layers, const TrainingData& td,
+                                       const std::string& dataset);
 
 }  // namespace ftcc::train
