@@ -4,13 +4,19 @@
 //       --inject kill:rank=2:step=40            (one command line)
 //
 // Exit status: 0 on success (also after recoveries), 2 for bad flags or configuration (one
-// clear line naming the problem), 1 for anything else.
+// clear line naming the problem; nothing written), 1 for anything else. Without ULFM fault
+// tolerance (plain mpirun) it refuses to start unless --no-fault-tolerance is given.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "base/error.hpp"
 #include "comm/errors.hpp"
@@ -70,25 +76,99 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c) {
   app.add_option("--replicate-every", c.replicate_every, "refresh the buddy replicas every N steps (pp/tp)");
 }
 
+// Without ULFM fault tolerance (plain mpirun, or an MPI without ULFM) a failed rank ends the job:
+// refused unless --no-fault-tolerance says that is what the user wants. Returns why it is off
+// ("" when it is on).
+std::string check_fault_tolerance(const ftcc::train::TrainConfig& cfg, bool no_fault_tolerance) {
+  if (ftcc::comm::has_ulfm()) return "";
+  const bool compiled = ftcc::comm::ulfm_compiled();
+  const std::string why = compiled ? "not launched with --with-ft ulfm" : "this ftcc-train was built against an MPI without ULFM";
+  const std::string fix = compiled ? "launch with tools/ftcc-run" : "run tools/setup and rebuild";
+  if (!cfg.inject.empty())
+    throw ftcc::InvalidArgument("--inject needs ULFM fault tolerance, which is off in this run (" + why + "): " + fix);
+  if (!no_fault_tolerance)
+    throw ftcc::InvalidArgument("ULFM fault tolerance is off in this run (" + why + "), so a failed rank would end the job: " +
+                                fix + ", or pass --no-fault-tolerance to train without it");
+  return why;
+}
+
+// --log-json must be appendable by whichever rank reports (rank 0 here); checked without
+// creating or touching the file. Returns the problem ("" when fine).
+std::string log_path_problem(const std::string& path) {
+  if (path.empty()) return "";
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::exists(p, ec)) {
+    if (fs::is_directory(p, ec)) return "it is a folder";
+    if (access(path.c_str(), W_OK) != 0) return std::string("cannot append to it: ") + std::strerror(errno);
+    return "";
+  }
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec)) return "the folder '" + dir.string() + "' does not exist";
+  if (access(dir.c_str(), W_OK | X_OK) != 0) return "cannot create it in '" + dir.string() + "': " + std::strerror(errno);
+  return "";
+}
+
+// Every rank checks its own flags; the verdicts are gathered before anything collective, so a
+// rank whose flags are refused never leaves alone while the others wait for it (an MPMD launch
+// with different flags per rank). The lowest refusing rank prints its reason, once.
+bool configuration_accepted(const std::string& error, int rank) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int mine = error.empty() ? 0 : 1;
+  std::vector<int> all(static_cast<size_t>(size));
+  MPI_Allgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  int first = -1, refused = 0;
+  for (int r = 0; r < size; ++r)
+    if (all[static_cast<size_t>(r)]) {
+      if (first < 0) first = r;
+      ++refused;
+    }
+  if (first < 0) return true;
+  if (rank == first) {
+    if (refused == size)
+      std::fprintf(stderr, "ftcc-train: %s\n", error.c_str());
+    else  // some ranks accepted their flags: they were started differently
+      std::fprintf(stderr,
+                   "ftcc-train: rank %d: %s (ranks were started with different configurations: %d of %d accepted theirs)\n",
+                   rank, error.c_str(), size - refused, size);
+  }
+  return false;
+}
+
+// Rank 0's verdict on what only it checks, the same on every rank.
+bool rank0_accepts(const std::string& error, int rank) {
+  int bad = error.empty() ? 0 : 1;
+  MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (bad && rank == 0) std::fprintf(stderr, "ftcc-train: %s\n", error.c_str());
+  return !bad;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   ftcc::train::TrainConfig cfg;
-  CLI::App app{"ftcc-train: data-parallel training that survives failed ranks (run it under tools/ftcc-run)"};
+  bool no_fault_tolerance = false;
+  CLI::App app{"ftcc-train: training that survives failed ranks (run it under tools/ftcc-run)"};
   add_flags(app, cfg);
+  app.add_flag("--no-fault-tolerance", no_fault_tolerance,
+               "train even when ULFM fault tolerance is off (plain mpirun, or an MPI without ULFM), which is "
+               "otherwise refused; a failed rank then ends the job. No effect under tools/ftcc-run");
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       if (first_rank()) std::printf("%s", app.help().c_str());
       return 0;
     }
 
-  // MPI first, so a bad flag is reported once by rank 0 and every rank leaves through
-  // MPI_Finalize with status 2 (a launcher may drop the output of ranks that exit early).
+  // MPI first, so a bad flag is reported once and every rank leaves through MPI_Finalize with
+  // status 2 (a launcher may drop the output of ranks that exit early). Nothing is read from or
+  // written to --log-json, --checkpoint-dir or --resume before the flags are accepted on all ranks.
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int rc = 0;
+  std::string error, ft_off;
   try {
     try {
       app.parse(argc, argv);
@@ -96,17 +176,22 @@ int main(int argc, char** argv) {
       throw ftcc::InvalidArgument(std::string(e.what()) + " (see --help)");
     }
     cfg.validate();
-    if (!ftcc::comm::has_ulfm()) {
-      if (!cfg.inject.empty())
-        throw ftcc::InvalidArgument(
-            "--inject needs ULFM fault tolerance, which this run does not have: " +
-            std::string(ftcc::comm::ulfm_compiled() ? "launch with tools/ftcc-run (mpirun --with-ft ulfm)"
-                                                    : "this ftcc was built against an MPI without ULFM (run tools/setup and rebuild)"));
-      if (rank == 0)
-        std::fprintf(stderr, "ftcc-train: warning: ULFM fault tolerance is off in this run (%s); a failed rank ends the job\n",
-                     ftcc::comm::ulfm_compiled() ? "not launched with tools/ftcc-run / --with-ft ulfm"
-                                                 : "built without ULFM");
-    }
+    ft_off = check_fault_tolerance(cfg, no_fault_tolerance);
+  } catch (const ftcc::InvalidArgument& e) {
+    error = e.what();
+  }
+  std::string log_problem;  // rank 0 is the one that writes the log
+  if (error.empty() && rank == 0 && !(log_problem = log_path_problem(cfg.log_json)).empty())
+    log_problem = "--log-json '" + cfg.log_json + "': " + log_problem;
+  if (!configuration_accepted(error, rank) || !rank0_accepts(log_problem, rank)) {
+    MPI_Finalize();
+    return 2;
+  }
+  if (!ft_off.empty() && rank == 0)
+    std::fprintf(stderr, "ftcc-train: warning: ULFM fault tolerance is off in this run (%s; --no-fault-tolerance): a failed rank ends the job\n",
+                 ft_off.c_str());
+  int rc = 0;
+  try {
     ftcc::recovery::GroupOptions go;
     go.hang_timeout = std::chrono::milliseconds(static_cast<long long>(cfg.hang_timeout_s * 1000));
     go.faults = ftcc::recovery::parse_fault_specs(cfg.inject);

@@ -11,17 +11,21 @@ Tolerances:
     trajectory is the fault-free one up to rounding: within 2% (the issue's bound);
   * --deterministic: bitwise, compared by SHA-256 of the parameters.
 """
-import json, os, subprocess, sys, tempfile
+import hashlib, json, os, shutil, subprocess, sys, tempfile
 
 build, case = sys.argv[1], sys.argv[2]
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 run_cmd = os.path.join(root, "tools", "ftcc-run")
 train = os.path.join(build, "tools", "ftcc-train")
 failures = []
+# A build without ULFM (-Dulfm=disabled) trains only with --no-fault-tolerance (ftcc-train refuses
+# to start without fault tolerance otherwise); its kill cases are not registered.
+HAVE_ULFM = os.environ.get("FTCC_TEST_HAVE_ULFM", "1") == "1"
+FT_OPT = [] if HAVE_ULFM else ["--no-fault-tolerance"]
 
 
 def run(n, *args, expect_rc=0, timeout=120):
-    cmd = [run_cmd, "-n", str(n), train, "--quiet", *args]
+    cmd = [run_cmd, "-n", str(n), train, "--quiet", *FT_OPT, *args]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if p.returncode != expect_rc:
         sys.exit(f"FAIL: {' '.join(cmd)}\n  exit {p.returncode}, expected {expect_rc}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
@@ -44,6 +48,21 @@ def check(cond, what):
 
 def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-12)
+
+
+def snapshot(folder):
+    """{path: SHA-256} of every file under folder: what a failing run must leave byte-identical."""
+    out = {}
+    for dirpath, _, files in os.walk(folder):
+        for f in files:
+            path = os.path.join(dirpath, f)
+            with open(path, "rb") as fh:
+                out[os.path.relpath(path, folder)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def changed(before, after):
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
 DIGITS_MODEL = ["--dataset", "digits", "--layers", "64,64,10", "--lr", "0.05", "--batch", "64"]
@@ -120,10 +139,11 @@ elif case == "checkpoint_resume":
               "corrupt newest checkpoint refused with a message, previous one used")
         check(resumed2["param_sha256"] == full["param_sha256"], "resume from 30 -> 60 equals uninterrupted 60")
         # A checkpoint of another model is refused with the tensor named, nothing overwritten.
-        before = sorted(os.listdir(ck))
-        _, p = run(2, "--dataset", "digits", "--layers", "64,32,10", "--steps", "5", "--resume", ck, expect_rc=2)
+        before = snapshot(ck)
+        _, p = run(2, "--dataset", "digits", "--layers", "64,32,10", "--steps", "5", "--resume", ck,
+                   "--checkpoint-dir", ck, "--checkpoint-every", "1", expect_rc=2)
         check("0.weight" in p.stderr, "checkpoint of another model refused naming the tensor: " + p.stderr.strip()[-200:])
-        check(sorted(os.listdir(ck)) == before, "nothing in the checkpoint folder changed")
+        check(not changed(before, snapshot(ck)), f"every file in the checkpoint folder byte-identical: {changed(before, snapshot(ck))}")
 
 elif case == "json_log":
     with tempfile.TemporaryDirectory() as d:
@@ -138,30 +158,100 @@ elif case == "json_log":
         check(all(k in steps[0] for k in ("step", "epoch", "loss", "world_size", "samples_per_s", "time")), "step fields")
 
 elif case == "bad_input":
-    bad = [
-        (["--dataset", "nope"], "unknown dataset"),
-        (["--dataset", "digits", "--layers", "10,64,10"], "--layers starts with 10"),
-        (["--dataset", "digits", "--layers", "64,64,3"], "--layers ends with 3"),
-        (["--epochs", "2", "--steps", "3"], "not both"),
-        (["--inject", "kill:rank=1"], "step=S is required"),
-        (["--batch", "0"], "--batch must be > 0"),
-        (["--optimizer", "rmsprop"], "--optimizer"),
-        (["--no-such-flag"], "no-such-flag"),
-        (["--dataset", "/nonexistent/data.csv"], "no such file"),
-        (["--parallel", "pp", "--layers", "64,10"], "--parallel pp on 2 ranks needs at least 2 layers"),
-        (["--parallel", "tp", "--layers", "64,10"], "--parallel tp needs at least one column/row-parallel Linear pair"),
-        (["--steps", "2", "--resume", "/nonexistent-ckpt"], "no valid checkpoint"),
-    ]
-    if os.environ.get("FTCC_TEST_HAS_GPU") != "1":
-        bad.append((["--device", "cuda", "--steps", "2"], "--device cuda: no usable CUDA device"))
-    for args, needle in bad:
-        _, p = run(2, *args, expect_rc=2)
-        err = p.stderr.strip()
-        check(needle in err and err.count("\n") < 6, f"{args}: exit 2, '{needle}' in: {err[:160]}")
-    # Ranks started with different flags (MPMD launch) are refused.
-    cmd = [run_cmd, "-n", "1", train, "--steps", "3", "--lr", "0.1", ":", "-n", "1", train, "--steps", "3", "--lr", "0.2"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    check(p.returncode == 2 and "different configurations" in p.stderr, "mismatched configs across ranks: exit 2 with a message")
+    # Every bad input: exit 2, one "ftcc-train:" line naming the problem, and nothing already written
+    # damaged: each failing run is pointed at an existing checkpoint folder and run log (and a folder
+    # whose only checkpoint is corrupt), and every file there is hashed before and after.
+    mpi_env = {}
+    for line in open(os.path.join(root, ".venv", "ftcc-mpi.env")):
+        k, _, v = line.strip().partition("=")
+        mpi_env[k] = v
+    kind = os.environ.get("FTCC_MPI_KIND") or mpi_env.get("FTCC_MPI_KIND")
+    prefix = os.environ.get("FTCC_MPI_PREFIX") or mpi_env.get("FTCC_MPI_PREFIX")
+    plain_mpirun = [os.path.join(prefix, "bin", "mpirun"), "--oversubscribe", "--mca", "pml", "ob1",
+                    "--mca", "btl_tcp_disable_family", "6"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    with tempfile.TemporaryDirectory() as d:
+        ck, ck_bad, log = os.path.join(d, "ck"), os.path.join(d, "ck-corrupt"), os.path.join(d, "run.jsonl")
+        run(2, *DIGITS_MODEL, "--steps", "4", "--checkpoint-dir", ck, "--checkpoint-every", "2", "--log-json", log)
+        shutil.copytree(ck, ck_bad)
+        for f in os.listdir(ck_bad):
+            if f.startswith("ckpt-0000000002"):
+                os.remove(os.path.join(ck_bad, f))
+        with open(os.path.join(ck_bad, "ckpt-0000000004.safetensors"), "r+b") as f:
+            f.truncate(100)
+        before = snapshot(d)
+        check(len(before) == 7 and os.path.getsize(log) > 0, f"written before the bad runs: {sorted(before)}")
+        written = ["--checkpoint-dir", ck, "--checkpoint-every", "1", "--log-json", log]
+
+        def refused(what, cmd, needle, plain=False, help_lines=0):
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            lines = p.stderr.strip().splitlines()
+            ours = [l for l in lines if l.startswith("ftcc-train:") and "skipping checkpoint" not in l]
+            # Under a plain mpirun, Open MPI adds its own box about the non-zero exit status; a bad
+            # fault spec is followed by the spec grammar (help_lines).
+            clean = plain or sum(not l.startswith("ftcc-train:") for l in lines) <= help_lines
+            check(p.returncode == 2 and len(ours) == 1 and needle in ours[0] and clean,
+                  f"{what}: exit {p.returncode}, one line: {ours[0] if len(ours) == 1 else p.stderr[-600:]}")
+            diff = changed(before, snapshot(d))
+            check(not diff, f"{what}: checkpoints and log byte-identical after the failed run {diff}")
+
+        def ftcc(n, *args):
+            return [run_cmd, "-n", str(n), train, "--quiet", *FT_OPT, *args]
+
+        bad = [
+            (2, ["--dataset", "nope"], "unknown dataset"),
+            (2, ["--dataset", "digits", "--layers", "10,64,10"], "--layers starts with 10"),
+            (2, ["--dataset", "digits", "--layers", "64,64,3"], "--layers ends with 3"),
+            (2, ["--epochs", "2", "--steps", "3"], "not both"),
+            (2, ["--inject", "kill:rank=1"], "bad fault spec 'kill:rank=1': step=S is required", 4),
+            (2, ["--batch", "0"], "--batch must be > 0"),
+            (2, ["--optimizer", "rmsprop"], "--optimizer"),
+            (2, ["--no-such-flag"], "no-such-flag"),
+            (2, ["--dataset", "/nonexistent/data.csv"], "no such file"),
+            (2, ["--parallel", "pp", "--layers", "64,10"], "--parallel pp on 2 ranks needs at least 2 layers"),
+            (2, ["--parallel", "tp", "--layers", "64,10"], "--parallel tp needs at least one column/row-parallel Linear pair"),
+            (3, ["--dataset", "digits", "--layers", "64,64,10", "--parallel", "tp"],
+             "--parallel tp on 3 ranks: the hidden width 64 of layers 0-1"),
+            (2, ["--dataset", "digits", "--layers", "64,96,64,47,10", "--parallel", "tp"],
+             "--parallel tp on 2 ranks: the hidden width 47 of layers 2-3"),
+            (2, ["--steps", "2", "--resume", "/nonexistent-ckpt"], "no valid checkpoint"),
+        ]
+        if os.environ.get("FTCC_TEST_HAS_GPU") != "1":
+            bad.append((2, ["--device", "cuda", "--steps", "2"], "--device cuda: no usable CUDA device"))
+        for n, args, needle, *help_lines in bad:
+            refused(f"{n} ranks {args}", ftcc(n, *written, *args), needle, help_lines=sum(help_lines))
+        # A --log-json that cannot be written (checked before anything starts; it used to be ignored).
+        for path, needle in (("/nonexistent/run.jsonl", "--log-json '/nonexistent/run.jsonl': the folder '/nonexistent' does not exist"),
+                             (d, "it is a folder")):
+            refused(f"--log-json {path}", ftcc(2, "--checkpoint-dir", ck, "--checkpoint-every", "1", "--log-json", path), needle)
+        # A checkpoint of another model, and a folder whose only checkpoint is corrupt, resumed
+        # into the same folder.
+        refused("checkpoint of another model", ftcc(2, *written, "--layers", "64,32,10", "--steps", "5", "--resume", ck),
+                "tensor '0.weight': shape [64, 64] in the file, [32, 64] expected")
+        refused("corrupt checkpoint", ftcc(2, "--log-json", log, "--checkpoint-dir", ck_bad, "--checkpoint-every", "1",
+                                           "--steps", "6", "--resume", ck_bad), "no valid checkpoint found")
+        # Ranks started with different configurations (MPMD): flags that both accept but that
+        # differ, and one rank's flags refused (it must not leave the other waiting).
+        mpmd = lambda a, b: [run_cmd, "-n", "1", train, *FT_OPT, *written, *a, ":", "-n", "1", train, *FT_OPT, *written, *b]
+        refused("mpmd --lr 0.1 / 0.2", mpmd(["--steps", "3", "--lr", "0.1"], ["--steps", "3", "--lr", "0.2"]),
+                "ranks were started with different configurations: rank 1 differs from rank 0")
+        refused("mpmd --batch 0 on rank 1", mpmd(["--steps", "3"], ["--steps", "3", "--batch", "0"]),
+                "rank 1: --batch must be > 0, got 0 (ranks were started with different configurations")
+        # An MPI without ULFM fault tolerance: refused unless --no-fault-tolerance.
+        if not HAVE_ULFM:
+            refused("built without ULFM", [run_cmd, "-n", "2", train, "--quiet", *written, "--steps", "3"],
+                    "ULFM fault tolerance is off in this run (this ftcc-train was built against an MPI without ULFM)")
+        elif kind == "openmpi":  # Open MPI: plain mpirun, no --with-ft ulfm
+            plain = [*plain_mpirun, "-n", "2", train, "--quiet", *written, "--steps", "3"]
+            refused("plain mpirun", plain, "ULFM fault tolerance is off in this run (not launched with --with-ft ulfm), "
+                    "so a failed rank would end the job: launch with tools/ftcc-run, or pass --no-fault-tolerance", plain=True)
+            refused("plain mpirun with --inject", plain + ["--no-fault-tolerance", "--inject", "kill:rank=1:step=2"],
+                    "--inject needs ULFM fault tolerance", plain=True)
+            with tempfile.TemporaryDirectory() as d2:
+                p = subprocess.run([*plain_mpirun, "-n", "2", train, "--quiet", "--steps", "3", "--no-fault-tolerance",
+                                    "--checkpoint-dir", d2, "--checkpoint-every", "3"], capture_output=True, text=True, timeout=60)
+                check(p.returncode == 0 and "FTCC_SUMMARY" in p.stdout and "fault tolerance is off" in p.stderr
+                      and "ckpt-0000000003.json" in os.listdir(d2),
+                      f"plain mpirun with --no-fault-tolerance trains (with a warning): exit {p.returncode} {p.stderr.strip()[:200]}")
 elif case == "pp_fault_free_matches_single_process":
     # Pipeline parallel: the same layer-by-layer math on every rank count (each micro-batch's
     # GEMMs are the same whatever the stage boundaries), so 1..4 stages give the same bits. Against
