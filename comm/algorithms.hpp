@@ -12,20 +12,21 @@
 namespace ftcc::comm::detail {
 
 // Defaults, tuned with ftcc-bench (docs/collectives.md).
-inline constexpr std::size_t kRingSegmentBytes = 128 * 1024;
-inline constexpr std::size_t kTreeSegmentBytes = 64 * 1024;
-inline constexpr std::size_t kChainSegmentBytes = 128 * 1024;
+inline constexpr std::size_t kKiB = 1024;
+inline constexpr std::size_t kRingSegmentBytes = 128 * kKiB;
+inline constexpr std::size_t kTreeSegmentBytes = 64 * kKiB;
+inline constexpr std::size_t kChainSegmentBytes = 128 * kKiB;
 inline constexpr int kWindow = 4;
 // Default segments per block (ring) or per message (trees) at most; see pick_segment_bytes.
 inline constexpr std::size_t kMaxRingSegments = 4;
 inline constexpr std::size_t kMaxTreeSegments = 4;
 inline constexpr std::size_t kMaxChainSegments = 8;
 // rhd_allreduce exchanges whole vectors (recursive doubling) up to this size.
-inline constexpr std::size_t kRecursiveDoublingBytes = 4 * 1024;
+inline constexpr std::size_t kRecursiveDoublingBytes = 4 * kKiB;
 // allgather / reduce_scatter on 2^k ranks use recursive doubling / halving (log2 n steps) up to
 // these totals (all ranks' data), the ring above them.
 inline constexpr std::size_t kRecursiveAllgatherBytes = 1 << 20;
-inline constexpr std::size_t kRecursiveReduceScatterBytes = 64 * 1024;
+inline constexpr std::size_t kRecursiveReduceScatterBytes = 64 * kKiB;
 
 void ring_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                         std::size_t segment_bytes, int window);

@@ -36,10 +36,11 @@ AllreduceAlgo parse_allreduce_algo(std::string_view s) {
 //   >= 4 MiB       ring (bandwidth-optimal and pipelined; ties rhd on 4 ranks, beats it on 3)
 AllreduceAlgo select_allreduce_algo(std::size_t bytes, int ranks) {
   const bool pow2 = ranks > 0 && (ranks & (ranks - 1)) == 0;
+  constexpr std::size_t KiB = detail::kKiB, MiB = 1024 * KiB;
   if (bytes < 512) return AllreduceAlgo::rhd;
-  if (bytes < 4 * 1024) return pow2 ? AllreduceAlgo::rhd : AllreduceAlgo::tree;
-  if (bytes < 128 * 1024) return AllreduceAlgo::tree;
-  if (bytes < 4 * 1024 * 1024) return AllreduceAlgo::rhd;
+  if (bytes < 4 * KiB) return pow2 ? AllreduceAlgo::rhd : AllreduceAlgo::tree;
+  if (bytes < 128 * KiB) return AllreduceAlgo::tree;
+  if (bytes < 4 * MiB) return AllreduceAlgo::rhd;
   return AllreduceAlgo::ring;
 }
 

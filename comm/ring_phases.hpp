@@ -18,7 +18,7 @@
 namespace ftcc::comm::detail {
 
 struct RingParams {
-  std::size_t segment_bytes = 256 * 1024;
+  std::size_t segment_bytes = std::size_t{256} * 1024;
   int window = 4;
 };
 

@@ -26,7 +26,7 @@ TreeShape binomial_tree(int rank, int size, int root, bool for_broadcast);
 TreeShape chain_tree(int rank, int size, int root);
 
 struct TreeParams {
-  std::size_t segment_bytes = 64 * 1024;
+  std::size_t segment_bytes = std::size_t{64} * 1024;
   int window = 4;
 };
 

@@ -1,5 +1,6 @@
 #include "recovery/recovery_event.hpp"
 
+#include <cmath>
 #include <cstdio>
 
 namespace ftcc::recovery {
@@ -32,7 +33,7 @@ std::string RecoveryEvent::summary() const {
   char buf[256];
   std::snprintf(buf, sizeof buf, " at step %lld: %d -> %d ranks in %.1f ms (detect %s, revoke %.1f, shrink %.1f, agree %.1f, resync %.1f)",
                 static_cast<long long>(step), old_size, new_size, total_ms,
-                detect_ms >= 0 ? (std::to_string(static_cast<int>(detect_ms + 0.5)) + " ms").c_str() : "n/a",
+                detect_ms >= 0 ? (std::to_string(std::lround(detect_ms)) + " ms").c_str() : "n/a",
                 revoke_ms, shrink_ms, agree_ms, resync_ms);
   return "recovered from failure of " + who + buf + (attempts > 1 ? " [" + std::to_string(attempts) + " attempts]" : "");
 }

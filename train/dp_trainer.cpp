@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <cstdio>
 #include <fstream>
@@ -56,8 +57,10 @@ std::vector<int> ranks_differing(fc::Communicator& comm, const Digest& mine) {
   std::vector<std::int64_t> all(4 * static_cast<size_t>(comm.size()));
   fc::allgather(comm, words, all.data(), 4, fc::DType::i64);
   std::vector<int> bad;
-  for (int r = 1; r < comm.size(); ++r)
-    if (!std::equal(all.begin() + 4 * r, all.begin() + 4 * r + 4, all.begin())) bad.push_back(r);
+  for (int r = 1; r < comm.size(); ++r) {
+    const auto row = all.begin() + 4 * static_cast<std::ptrdiff_t>(r);
+    if (!std::equal(row, row + 4, all.begin())) bad.push_back(r);
+  }
   return bad;
 }
 
@@ -282,7 +285,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
       // Commit: the allreduce completed, so this rank holds the full gradient of step p.step.
       opt->step();
       last_loss = stats[0];
-      const auto samples = static_cast<std::int64_t>(stats[1] + 0.5);
+      const auto samples = static_cast<std::int64_t>(std::llround(stats[1]));
       FTCC_CHECK(samples == B) << "step " << p.step << " consumed " << samples << " samples, batch is " << B;
       p.samples_seen += samples;
       report.add_samples(samples);

@@ -1,6 +1,7 @@
 #include "train/mp_support.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -18,11 +19,13 @@ Digest check_same_config(const TrainConfig& cfg, comm::Communicator& comm, const
   std::memcpy(words, h.data(), sizeof words);
   std::vector<std::int64_t> all(4 * static_cast<size_t>(comm.size()));
   comm::allgather(comm, words, all.data(), 4, comm::DType::i64);
-  for (int r = 1; r < comm.size(); ++r)
-    if (!std::equal(all.begin() + 4 * r, all.begin() + 4 * r + 4, all.begin()))
+  for (int r = 1; r < comm.size(); ++r) {
+    const auto row = all.begin() + 4 * static_cast<std::ptrdiff_t>(r);
+    if (!std::equal(row, row + 4, all.begin()))
       throw ftcc::InvalidArgument("ranks were started with different configurations: rank " +
                                   std::to_string(members[static_cast<size_t>(r)]) + " differs from rank " +
                                   std::to_string(members[0]) + " (start every rank with the same ftcc-train flags)");
+  }
   return h;
 }
 
