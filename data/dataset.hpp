@@ -38,8 +38,8 @@ std::pair<Dataset, Dataset> train_test_split(const Dataset& d, double held_out_f
 // others. Constant features (std 0, e.g. always-blank digit pixels) are centred and left unscaled.
 struct Standardizer {
   std::vector<double> mean, stddev;
-  static Standardizer fit(const Tensor& features);
-  Tensor apply(const Tensor& features) const;  // new tensor
+  static Standardizer fit(const Tensor& x);  // x: [N, F] features
+  Tensor apply(const Tensor& x) const;        // new tensor
 };
 
 // [N, classes] float32 with 1 at (i, labels[i]).

@@ -48,12 +48,13 @@ void dispatch(const Tensor& t, F&& f) {
 
 }  // namespace
 
-void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c, const Tensor* bias, bool accumulate) {
+void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c, const Tensor* bias,
+          bool accumulate) {
   same_place(a, b, "gemm");
   same_place(a, c, "gemm");
   FTCC_CHECK(a.dim() == 2 && b.dim() == 2 && c.dim() == 2) << "gemm: 2-D operands expected";
-  std::int64_t m = ta ? a.size(1) : a.size(0), k = ta ? a.size(0) : a.size(1);
-  std::int64_t kb = tb ? b.size(1) : b.size(0), n = tb ? b.size(0) : b.size(1);
+  std::int64_t m = trans_a ? a.size(1) : a.size(0), k = trans_a ? a.size(0) : a.size(1);
+  std::int64_t kb = trans_b ? b.size(1) : b.size(0), n = trans_b ? b.size(0) : b.size(1);
   FTCC_CHECK(k == kb) << "gemm: inner dimensions differ: " << k << " vs " << kb;
   FTCC_CHECK(c.size(0) == m && c.size(1) == n) << "gemm: output is " << shape_str(c.shape()) << ", expected [" << m
                                                 << ", " << n << "]";
@@ -63,8 +64,8 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c, c
   }
   dispatch(a, [&]<class T>(bool on_cuda) {
     const T* bp = bias ? bias->data_as<T>() : nullptr;
-    FTCC_ON(cuda::gemm<T>(ta, tb, m, n, k, a.data_as<T>(), b.data_as<T>(), c.data_as<T>(), bp, accumulate),
-            cpu::gemm<T>(ta, tb, m, n, k, a.data_as<T>(), b.data_as<T>(), c.data_as<T>(), bp, accumulate));
+    FTCC_ON(cuda::gemm<T>(trans_a, trans_b, m, n, k, a.data_as<T>(), b.data_as<T>(), c.data_as<T>(), bp, accumulate),
+            cpu::gemm<T>(trans_a, trans_b, m, n, k, a.data_as<T>(), b.data_as<T>(), c.data_as<T>(), bp, accumulate));
   });
 }
 
@@ -171,13 +172,13 @@ void mse_forward(const Tensor& pred, const Tensor& target, const Tensor& out) {
   });
 }
 
-void mse_backward(const Tensor& pred, const Tensor& target, const Tensor& g, const Tensor& gp) {
+void mse_backward(const Tensor& pred, const Tensor& target, const Tensor& grad_out, const Tensor& grad_pred) {
   same_place(pred, target, "mse_loss backward");
   dispatch(pred, [&]<class T>(bool on_cuda) {
-    FTCC_ON(cuda::mse_backward<T>(pred.numel(), pred.data_as<T>(), target.data_as<T>(), g.data_as<T>(),
-                                  gp.data_as<T>()),
-            cpu::mse_backward<T>(pred.numel(), pred.data_as<T>(), target.data_as<T>(), *g.data_as<T>(),
-                                 gp.data_as<T>()));
+    FTCC_ON(cuda::mse_backward<T>(pred.numel(), pred.data_as<T>(), target.data_as<T>(), grad_out.data_as<T>(),
+                                  grad_pred.data_as<T>()),
+            cpu::mse_backward<T>(pred.numel(), pred.data_as<T>(), target.data_as<T>(), *grad_out.data_as<T>(),
+                                 grad_pred.data_as<T>()));
   });
 }
 

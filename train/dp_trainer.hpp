@@ -58,6 +58,6 @@ struct TrainSummary {
 // Runs the whole training on `group` (which may shrink). Every surviving rank returns the same
 // summary. Throws ftcc::InvalidArgument for bad configurations (identical on every rank),
 // ftcc::Error for runtime problems.
-TrainSummary train_data_parallel(const TrainConfig& config, recovery::ResilientGroup& group);
+TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGroup& group);
 
 }  // namespace ftcc::train

@@ -41,6 +41,6 @@ class TrainingStateLost : public ftcc::Error {
   using ftcc::Error::Error;
 };
 
-TrainSummary train_pipeline_parallel(const TrainConfig& config, recovery::ResilientGroup& group);
+TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::ResilientGroup& group);
 
 }  // namespace ftcc::train

@@ -41,10 +41,10 @@ void RunLog::note(const std::string& line) {
   std::fprintf(stderr, "ftcc-train: %s\n", line.c_str());
 }
 
-void RunLog::step(std::int64_t step, std::int64_t epoch, double loss, double sps) {
+void RunLog::step(std::int64_t step, std::int64_t epoch, double loss, double samples_per_s) {
   const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   json_line({{"event", "step"}, {"step", step}, {"epoch", epoch}, {"loss", loss}, {"world_size", group_.size()},
-             {"samples_per_s", sps}, {"time", t}});
+             {"samples_per_s", samples_per_s}, {"time", t}});
   if (!reporter() || cfg_.quiet) return;
   if (tty_) {
     const auto now = std::chrono::steady_clock::now();
@@ -54,12 +54,12 @@ void RunLog::step(std::int64_t step, std::int64_t epoch, double loss, double sps
     const int filled = total_steps_ > 0 ? static_cast<int>(width * std::min<std::int64_t>(step, total_steps_) / total_steps_) : 0;
     std::printf("\r[%-*s] step %lld/%lld epoch %lld loss %.5f %.0f samples/s world %d ", width,
                 std::string(static_cast<size_t>(filled), '#').c_str(), static_cast<long long>(step),
-                static_cast<long long>(total_steps_), static_cast<long long>(epoch), loss, sps, group_.size());
+                static_cast<long long>(total_steps_), static_cast<long long>(epoch), loss, samples_per_s, group_.size());
     std::fflush(stdout);
     bar_open_ = true;
   } else if (step % every_ == 0 || step == total_steps_) {
     std::printf("step %lld/%lld epoch %lld loss %.6f samples/s %.0f world %d\n", static_cast<long long>(step),
-                static_cast<long long>(total_steps_), static_cast<long long>(epoch), loss, sps, group_.size());
+                static_cast<long long>(total_steps_), static_cast<long long>(epoch), loss, samples_per_s, group_.size());
     std::fflush(stdout);
   }
 }

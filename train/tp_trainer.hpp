@@ -30,6 +30,6 @@
 
 namespace ftcc::train {
 
-TrainSummary train_tensor_parallel(const TrainConfig& config, recovery::ResilientGroup& group);
+TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGroup& group);
 
 }  // namespace ftcc::train
