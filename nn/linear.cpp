@@ -15,7 +15,7 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, LinearOption
                                                   << "): sizes must be positive";
   weight_ = register_parameter("weight", Tensor::zeros({out_, in_}));
   if (options.bias) bias_ = register_parameter("bias", Tensor::zeros({out_}));
-  reset_parameters(options.seed);
+  Linear::reset_parameters(options.seed);  // what a constructor calls anyway: no virtual dispatch yet
 }
 
 Tensor Linear::forward(const Tensor& x) {

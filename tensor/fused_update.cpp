@@ -20,13 +20,15 @@ void check(const Tensor& p, const Tensor& other, const char* what) {
 }
 }  // namespace
 
-void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& buf_t, const SgdUpdate& u) {
+void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdUpdate& u) {
   check(param, grad, "gradient");
-  if (u.momentum != 0.0f) check(param, buf_t, "momentum buffer");
+  // One flag for the three tests below (the analyzer cannot tell that three float compares agree).
+  const bool use_momentum = u.momentum != 0.0f;
+  if (use_momentum) check(param, momentum_buf, "momentum buffer");
   const std::int64_t n = param.numel();
   float* p = param.data();
   const float* g = grad.data();
-  float* buf = u.momentum != 0.0f ? buf_t.data() : nullptr;
+  float* buf = use_momentum ? momentum_buf.data() : nullptr;
   if (param.device() == Device::CUDA) {
 #if FTCC_HAVE_CUDA
     cuda::sgd_step(n, p, g, buf, u.lr, u.momentum, u.dampening, u.weight_decay, u.nesterov, u.first_step);
@@ -36,7 +38,7 @@ void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& buf_t, co
   for (std::int64_t i = 0; i < n; ++i) {
     float d = g[i];
     if (u.weight_decay != 0.0f) d += u.weight_decay * p[i];
-    if (u.momentum != 0.0f) {
+    if (use_momentum) {
       float b = u.first_step ? d : u.momentum * buf[i] + (1.0f - u.dampening) * d;
       buf[i] = b;
       d = u.nesterov ? d + u.momentum * b : b;
