@@ -184,7 +184,8 @@ tensor::Tensor read_npy(const std::string& path) {
       std::int64_t d = -1;
       const auto [ptr, ec] = std::from_chars(shape_s.data() + b, shape_s.data() + e, d);
       if (ec != std::errc() || ptr != shape_s.data() + e || d < 0)
-        throw FormatError("'" + path + "': shape " + shape_s + ": bad dimension '" + shape_s.substr(b, e - b) + "'");
+        throw FormatError(std::string("'").append(path).append("': shape ").append(shape_s).append(": bad dimension '")
+                              .append(shape_s, b, e - b).append("'"));
       const auto ud = static_cast<std::uint64_t>(d);
       need = (ud != 0 && need > avail / ud) ? avail + 1 : need * ud;  // saturate: more than the file holds
       shape.push_back(d);

@@ -115,7 +115,7 @@ SafetensorsContents load_safetensors(const std::string& path) {
       }
       continue;
     }
-    auto bad = [&](const std::string& what) { fail(path, "tensor '" + name + "': " + what); };
+    auto bad = [&](const std::string& what) { fail(path, std::string("tensor '").append(name).append("': ").append(what)); };
     if (!v.is_object()) bad("entry is not an object");
     if (!v.contains("dtype") || !v["dtype"].is_string()) bad("missing or non-string dtype");
     if (!v.contains("shape") || !v["shape"].is_array()) bad("missing or non-array shape");

@@ -116,6 +116,8 @@ void mse_backward(i64 n, const T* p, const T* t, T g, T* gp) {
   MVec<T>(gp, n) = (T(2) * g / T(n)) * (CVec<T>(p, n) - CVec<T>(t, n));
 }
 
+// T is a type (float, double): it cannot be parenthesized, the check reads `, T*` as a product.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define FTCC_INSTANTIATE(T)                                                                    \
   template void gemm<T>(bool, bool, i64, i64, i64, const T*, const T*, T*, const T*, bool);     \
   template void binary<T>(int, i64, const T*, const T*, T*);                                    \
@@ -128,6 +130,7 @@ void mse_backward(i64 n, const T* p, const T* t, T g, T* gp) {
   template T sum_all<T>(i64, const T*);                                                         \
   template T mse_forward<T>(i64, const T*, const T*);                                           \
   template void mse_backward<T>(i64, const T*, const T*, T, T*);
+// NOLINTEND(bugprone-macro-parentheses)
 FTCC_INSTANTIATE(float)
 FTCC_INSTANTIATE(double)
 #undef FTCC_INSTANTIATE

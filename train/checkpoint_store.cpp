@@ -49,7 +49,8 @@ CheckpointStore::CheckpointStore(std::string dir) : dir_(std::move(dir)) {
 
 std::string CheckpointStore::save(const CheckpointInfo& info, const nn::Module& model, const optim::Optimizer& opt) const {
   const std::string stem = (fs::path(dir_) / stem_of(info.step)).string();
-  const std::string data_path = stem + ".safetensors", meta_path = stem + ".json";
+  std::string data_path = stem + ".safetensors";  // not const: returned, so moved out
+  const std::string meta_path = stem + ".json";
   const std::string tmp_data = data_path + ".tmp";
   optim::save_checkpoint(tmp_data, model, &opt,
                          {{"step", std::to_string(info.step)}, {"config_hash", info.config_hash}});
