@@ -46,6 +46,8 @@ AllreduceAlgo select_allreduce_algo(std::size_t bytes, int ranks) {
 
 AllreduceAlgo resolve_allreduce_algo(AllreduceAlgo requested, std::size_t bytes, int ranks) {
   if (requested != AllreduceAlgo::automatic) return requested;
+  // Read on every call (a test switches it between calls).
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; nothing in ftcc calls setenv
   if (const char* env = std::getenv("FTCC_ALLREDUCE_ALGO"); env && *env) {
     const AllreduceAlgo a = parse_allreduce_algo(env);
     if (a != AllreduceAlgo::automatic) return a;

@@ -26,7 +26,7 @@ const FaultHook* g_hook_ptr = nullptr;  // read without the lock inside collecti
 }  // namespace
 
 double default_timeout_s() {
-  if (const char* env = std::getenv("FTCC_COMM_TIMEOUT_S")) {
+  if (const char* env = std::getenv("FTCC_COMM_TIMEOUT_S")) {  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
     char* end = nullptr;
     const double v = std::strtod(env, &end);
     if (end != env && v > 0) return v;

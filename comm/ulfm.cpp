@@ -20,7 +20,7 @@ bool ulfm_enabled_at_run_time() {
   // Open MPI 5 builds ULFM in but switches it on only when launched with --with-ft ulfm (or
   // --mca mpi_ft_enable 1), which reaches the ranks as this MCA variable. Without it the
   // runtime kills the whole job when one rank dies, whatever the application does.
-  const char* v = std::getenv("OMPI_MCA_mpi_ft_enable");
+  const char* v = std::getenv("OMPI_MCA_mpi_ft_enable");  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
   return v && (std::string(v) == "1" || std::string(v) == "true");
 #else
   return true;

@@ -9,6 +9,7 @@
 namespace ftcc::data {
 
 std::string default_dataset_dir() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; nothing in ftcc calls setenv
   if (const char* env = std::getenv("FTCC_DATA_DIR"); env != nullptr && *env != '\0') return env;
   namespace fs = std::filesystem;
   for (const char* dir : {FTCC_INSTALLED_DATASET_DIR, FTCC_SOURCE_DATASET_DIR})

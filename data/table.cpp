@@ -15,11 +15,19 @@ namespace ftcc::data {
 
 namespace {
 
+// strerror shares one static buffer between threads; strerror_r does not. glibc with _GNU_SOURCE
+// (g++'s default) has the GNU strerror_r, which returns the text; POSIX's returns 0 and fills buf.
+[[maybe_unused]] const char* strerror_r_text(const char* text, const char* /*buf*/) { return text; }
+[[maybe_unused]] const char* strerror_r_text(int rc, const char* buf) { return rc == 0 ? buf : "unknown error"; }
+std::string errno_text(int err) {
+  char buf[256] = {};
+  return strerror_r_text(strerror_r(err, buf, sizeof buf), buf);
+}
 
 // Whole file through zlib: gzread passes non-gzip files through unchanged.
 std::string read_all(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");
-  if (f == nullptr) throw FormatError("cannot open '" + path + "': " + std::strerror(errno));
+  if (f == nullptr) throw FormatError("cannot open '" + path + "': " + errno_text(errno));
   std::unique_ptr<gzFile_s, int (*)(gzFile)> guard(f, gzclose);
   std::string out;
   char buf[1 << 16];

@@ -12,7 +12,7 @@ RunLog::RunLog(const TrainConfig& cfg, recovery::ResilientGroup& group, std::int
     : cfg_(cfg), group_(group) {
   // Open MPI hands ranks a pseudo-terminal even when mpirun's own stdout is a pipe, so
   // tools/ftcc-run passes what it saw as FTCC_STDOUT_TTY; isatty() is the fallback.
-  const char* env = std::getenv("FTCC_STDOUT_TTY");
+  const char* env = std::getenv("FTCC_STDOUT_TTY");  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
   tty_ = env ? std::string(env) == "1" : isatty(STDOUT_FILENO) == 1;
   total_steps_ = cfg.steps > 0 ? cfg.steps : (cfg.epochs > 0 ? cfg.epochs : 10) * steps_per_epoch;
   every_ = cfg.log_every > 0 ? cfg.log_every : std::max<std::int64_t>(1, total_steps_ / 20);
