@@ -32,6 +32,10 @@ double Philox::uniform_f64(std::uint64_t i) const {
   return static_cast<double>(((hi << 32) | lo) >> 11) * 0x1.0p-53;
 }
 
+// The 64 x 64 -> 128-bit product of the multiply-shift; __extension__ marks the GCC/Clang type as
+// intended under -Wpedantic.
+__extension__ typedef unsigned __int128 u128;
+
 std::uint64_t Philox::below(std::uint64_t bound, std::uint64_t i, std::uint64_t* next) const {
   FTCC_CHECK(bound > 0) << "Philox::below(0)";
   // 64 random bits per draw; the rejection threshold removes the bias of the multiply-shift.
@@ -39,7 +43,7 @@ std::uint64_t Philox::below(std::uint64_t bound, std::uint64_t i, std::uint64_t*
   for (;;) {
     std::uint64_t x = (static_cast<std::uint64_t>(bits(2 * i)) << 32) | bits(2 * i + 1);
     ++i;
-    unsigned __int128 m = static_cast<unsigned __int128>(x) * bound;
+    u128 m = static_cast<u128>(x) * bound;
     if (static_cast<std::uint64_t>(m) >= threshold) {
       if (next) *next = i;
       return static_cast<std::uint64_t>(m >> 64);
