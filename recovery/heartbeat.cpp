@@ -251,27 +251,47 @@ Secret Heartbeat::random_secret() {
   size_t got = 0;
   while (got < s.size()) {
     const ssize_t n = getrandom(s.data() + got, s.size() - got, 0);
-    FTCC_CHECK(n > 0) << "getrandom failed: " << std::strerror(errno);
+    FTCC_CHECK(n > 0) << "getrandom failed: " << std::strerror(errno);  // NOLINT(concurrency-mt-unsafe): fatal path, before the thread starts
     got += static_cast<size_t>(n);
   }
   return s;
 }
 
-std::uint64_t Heartbeat::process_start_time(int pid) {
+namespace {
+
+// /proc/<pid>/stat: state (field 3) and start time (field 22); false if the pid does not exist.
+bool read_stat(int pid, char& state, std::uint64_t& start) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
-  if (!std::getline(in, line)) return 0;
+  if (!std::getline(in, line)) return false;
   // Field 2 (comm) may contain spaces and parentheses: parse after the last ')'.
   const auto close = line.rfind(')');
-  if (close == std::string::npos) return 0;
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
   std::istringstream rest(line.substr(close + 2));
   std::string field;
-  // rest starts at field 3 (state); start time is field 22.
-  for (int i = 3; i < 22 && rest >> field; ++i) {
+  rest >> state;
+  // rest is now past field 3 (state); start time is field 22.
+  for (int i = 4; i < 22 && rest >> field; ++i) {
   }
-  std::uint64_t start = 0;
+  start = 0;
   rest >> start;
-  return start;
+  return true;
+}
+
+}  // namespace
+
+std::uint64_t Heartbeat::process_start_time(int pid) {
+  char state = 0;
+  std::uint64_t start = 0;
+  return read_stat(pid, state, start) ? start : 0;
+}
+
+bool Heartbeat::process_gone(int pid, std::uint64_t start_time) {
+  if (pid <= 0) return false;  // unknown: cannot confirm anything
+  char state = 0;
+  std::uint64_t start = 0;
+  if (!read_stat(pid, state, start)) return true;
+  return start != start_time || state == 'Z' || state == 'X';
 }
 
 }  // namespace ftcc::recovery

@@ -18,6 +18,7 @@
 #include "comm/collectives.hpp"
 #include "comm/mpi_check.hpp"
 #include "comm/ulfm.hpp"
+#include "recovery/quorum_lost.hpp"
 
 namespace ftcc::recovery {
 namespace {
@@ -56,7 +57,7 @@ std::string my_hostname() {
 // FTCC_OOB_ADDR, else the first non-loopback IPv4 address our hostname resolves to.
 std::string heartbeat_bind_address(bool single_host) {
   if (single_host) return "127.0.0.1";
-  if (const char* env = std::getenv("FTCC_OOB_ADDR"); env && *env) return env;
+  if (const char* env = std::getenv("FTCC_OOB_ADDR"); env && *env) return env;  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
   addrinfo hints{};
   hints.ai_family = AF_INET;
   addrinfo* res = nullptr;
@@ -268,10 +269,24 @@ const RecoveryEvent& ResilientGroup::recover(std::int64_t step, const std::strin
 
     // 3. agree: exchange (original rank, committed step, notice time) with our allgather, then
     //    confirm with the fault-tolerant MPIX_Comm_agree that every survivor got it.
+    //    The record also carries a bitmask of the lost ranks whose death this rank confirmed
+    //    (same host, process gone), for the quorum rule below.
+    const size_t mask_words = (peers_.size() + 63) / 64;
+    const size_t rec = 3 + mask_words;
     try {
-      const std::int64_t mine[3] = {my_original_rank_, committed_step_, notice_ns};
-      table.assign(3 * static_cast<size_t>(size()), 0);
-      comm::allgather(*comm_, mine, table.data(), 3, comm::DType::i64);
+      std::vector<std::int64_t> mine(rec, 0);
+      mine[0] = my_original_rank_;
+      mine[1] = committed_step_;
+      mine[2] = notice_ns;
+      const std::string& my_host = peer(my_original_rank_).host;
+      for (int r : before) {
+        if (std::find(members_.begin(), members_.end(), r) != members_.end()) continue;
+        const PeerAddress& p = peer(r);
+        if (p.host == my_host && Heartbeat::process_gone(p.pid, p.start_time))
+          mine[3 + static_cast<size_t>(r) / 64] |= std::int64_t{1} << (r % 64);
+      }
+      table.assign(rec * static_cast<size_t>(size()), 0);
+      comm::allgather(*comm_, mine.data(), table.data(), static_cast<int>(rec), comm::DType::i64);
       comm::agree(comm_->raw(), 1u);
     } catch (const comm::FaultDetected&) {
       ev.agree_ms += ms_between(t2, Steady::now());
@@ -293,14 +308,25 @@ const RecoveryEvent& ResilientGroup::recover(std::int64_t step, const std::strin
       ev.culprits.push_back("rank " + std::to_string(r) + " on host " + p.host + " pid " + std::to_string(p.pid));
       if (heartbeat_) heartbeat_->remove(r);
     }
+    // Quorum: losing half the group or more is only safe when every loss is a confirmed death;
+    // otherwise this may be the minority side of a partition (recovery/quorum_lost.hpp).
+    std::vector<int> unconfirmed;
+    for (int r : ev.failed) {
+      bool confirmed = false;
+      for (int i = 0; i < size() && !confirmed; ++i)
+        confirmed = (table[rec * static_cast<size_t>(i) + 3 + static_cast<size_t>(r) / 64] >> (r % 64)) & 1;
+      if (!confirmed) unconfirmed.push_back(r);
+    }
+    if (!unconfirmed.empty() && 2 * static_cast<size_t>(size()) <= before.size())
+      throw QuorumLost(members_, ev.failed, unconfirmed, static_cast<int>(before.size()));
     ev.committed.assign(static_cast<size_t>(size()), 0);
-    for (int i = 0; i < size(); ++i) ev.committed[static_cast<size_t>(i)] = table[3 * static_cast<size_t>(i) + 1];
+    for (int i = 0; i < size(); ++i) ev.committed[static_cast<size_t>(i)] = table[rec * static_cast<size_t>(i) + 1];
     ev.committed_min = ev.committed_max = table[1];
     std::int64_t first_notice = table[2];
     for (int i = 0; i < size(); ++i) {
-      ev.committed_min = std::min(ev.committed_min, table[3 * static_cast<size_t>(i) + 1]);
-      ev.committed_max = std::max(ev.committed_max, table[3 * static_cast<size_t>(i) + 1]);
-      first_notice = std::min(first_notice, table[3 * static_cast<size_t>(i) + 2]);
+      ev.committed_min = std::min(ev.committed_min, table[rec * static_cast<size_t>(i) + 1]);
+      ev.committed_max = std::max(ev.committed_max, table[rec * static_cast<size_t>(i) + 1]);
+      first_notice = std::min(first_notice, table[rec * static_cast<size_t>(i) + 2]);
     }
     std::int64_t fault_ns = -1;
     for (int r : ev.failed)

@@ -17,7 +17,11 @@
 //   4. install the new communicator and run the recovery hooks (re-balance, state re-sync).
 // A failure during 1-4 (including in a hook) restarts the protocol on the further-shrunk group;
 // the event then reports attempts > 1 and the union of the failed ranks. No rank is special:
-// rank 0 may die; a single survivor goes on alone.
+// rank 0 may die; a single survivor goes on alone when the deaths are confirmed.
+// Quorum (several hosts): a recovery that loses half the group or more, with a loss no survivor
+// could confirm as a death on its own host, throws QuorumLost on that side (it may be the
+// minority of a network partition; recovery/quorum_lost.hpp). On one host every death is
+// confirmed from /proc, so this never triggers there.
 //
 // Hangs: with hang_timeout > 0, an authenticated UDP heartbeat (recovery/heartbeat.hpp) fences a
 // silent rank on the same host with SIGKILL, turning the hang into a failure ULFM reports.
@@ -39,6 +43,7 @@
 #include "comm/errors.hpp"
 #include "recovery/fault_injector.hpp"
 #include "recovery/heartbeat.hpp"
+#include "recovery/quorum_lost.hpp"
 #include "recovery/recovery_event.hpp"
 
 namespace ftcc::recovery {

@@ -32,8 +32,8 @@ namespace {
 
 // Before MPI_Init the rank is only known from the launcher's environment.
 bool first_rank() {
-  const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
-  if (!r) r = std::getenv("PMI_RANK");
+  const char* r = std::getenv("OMPI_COMM_WORLD_RANK");  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
+  if (!r) r = std::getenv("PMI_RANK");                  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
   return !r || std::string(r) == "0";
 }
 
@@ -82,7 +82,7 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c) {
 std::string check_fault_tolerance(const ftcc::train::TrainConfig& cfg, bool no_fault_tolerance) {
   if (ftcc::comm::has_ulfm()) return "";
   const bool compiled = ftcc::comm::ulfm_compiled();
-  const std::string why = compiled ? "not launched with --with-ft ulfm" : "this ftcc-train was built against an MPI without ULFM";
+  std::string why = compiled ? "not launched with --with-ft ulfm" : "this ftcc-train was built against an MPI without ULFM";
   const std::string fix = compiled ? "launch with tools/ftcc-run" : "run tools/setup and rebuild";
   if (!cfg.inject.empty())
     throw ftcc::InvalidArgument("--inject needs ULFM fault tolerance, which is off in this run (" + why + "): " + fix);
@@ -101,12 +101,12 @@ std::string log_path_problem(const std::string& path) {
   const fs::path p(path);
   if (fs::exists(p, ec)) {
     if (fs::is_directory(p, ec)) return "it is a folder";
-    if (access(path.c_str(), W_OK) != 0) return std::string("cannot append to it: ") + std::strerror(errno);
+    if (access(path.c_str(), W_OK) != 0) return std::string("cannot append to it: ") + std::strerror(errno);  // NOLINT(concurrency-mt-unsafe): one thread here
     return "";
   }
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   if (!fs::is_directory(dir, ec)) return "the folder '" + dir.string() + "' does not exist";
-  if (access(dir.c_str(), W_OK | X_OK) != 0) return "cannot create it in '" + dir.string() + "': " + std::strerror(errno);
+  if (access(dir.c_str(), W_OK | X_OK) != 0) return "cannot create it in '" + dir.string() + "': " + std::strerror(errno);  // NOLINT(concurrency-mt-unsafe): one thread here
   return "";
 }
 
@@ -207,6 +207,12 @@ int main(int argc, char** argv) {
   } catch (const ftcc::train::TrainingStateLost&) {
     // Found identically by every survivor (and printed by the new rank 0): leave together.
     rc = 1;
+  } catch (const ftcc::recovery::QuorumLost& e) {
+    // This side of a partition holds no majority: it stops, writes nothing more, and leaves
+    // without MPI_Finalize (the majority it cannot reach would never join it there).
+    std::fprintf(stderr, "ftcc-train: rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    return 3;
   } catch (const std::exception& e) {
     // An error on this rank alone: leave without MPI_Finalize (which would wait for the others).
     // The exit guard of the ResilientGroup turns that into a process failure, so the other

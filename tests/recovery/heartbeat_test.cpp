@@ -10,6 +10,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "recovery/heartbeat.hpp"
@@ -176,3 +178,30 @@ TEST(Heartbeat, NeverFencesARecycledPid) {
 }
 
 }  // namespace
+
+TEST(Heartbeat, ProcessGoneConfirmsOnlyDeaths) {
+  // The quorum rule of a recovery counts a lost rank as dead only when this is true.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (;;) pause();
+  }
+  const auto start = fr::Heartbeat::process_start_time(child);
+  ASSERT_NE(start, 0u);
+  EXPECT_FALSE(fr::Heartbeat::process_gone(child, start)) << "running";
+  kill(child, SIGSTOP);
+  ASSERT_TRUE(wait_until([&] {
+    std::ifstream in("/proc/" + std::to_string(child) + "/stat");
+    std::string s;
+    std::getline(in, s);
+    return s.find(") T ") != std::string::npos;
+  }, 2000ms));
+  EXPECT_FALSE(fr::Heartbeat::process_gone(child, start)) << "stopped is alive (a hang, not a death)";
+  EXPECT_TRUE(fr::Heartbeat::process_gone(child, start + 1)) << "another process under the same pid";
+  kill(child, SIGKILL);
+  ASSERT_TRUE(wait_until([&] { return fr::Heartbeat::process_gone(child, start); }, 2000ms)) << "zombie";
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(fr::Heartbeat::process_gone(child, start)) << "reaped";
+  EXPECT_FALSE(fr::Heartbeat::process_gone(0, 0)) << "unknown pid confirms nothing";
+}
