@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Multi-host reliability test: ftcc-train on simulated hosts with a real network between them.
+
+    multihost.py BUILD_DIR [--hosts 3] [--ranks-per-host 2] [--keep-going]
+
+Three network namespaces h1..h3 joined by veth pairs on a bridge (tools/netns-hosts), two ranks
+each, mpirun starting its daemons there through tools/netns-hosts-agent instead of ssh. Cases:
+
+  netem      20 ms delay and 2% loss on every host's link: the --deterministic run ends with the
+             same parameters (SHA-256) and sample count as without;
+  partition  h3's link cut mid-run: h1+h2 exclude h3's ranks (ULFM's heartbeat detector,
+             FTCC_DETECTOR_TIMEOUT=2 s) and finish with the fault-free parameters; h3's ranks stop
+             with "quorum lost" (they are the minority); after the link heals mpirun exits 0;
+  crash      h3 crashes (link cut, every process in it killed): the same, without the minority.
+
+Needs root (namespaces) and a ULFM MPI; exits 77 (skipped) without them. The namespaces are
+removed at the end whatever happens (also on SIGTERM from meson's timeout), and at the start in
+case an earlier run was killed before it could clean up.
+"""
+import json, os, re, signal, subprocess, sys, threading, time
+
+build = os.path.abspath(sys.argv[1])
+args = sys.argv[2:]
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+hosts_tool = os.path.join(root, "tools", "netns-hosts")
+run_tool = os.path.join(root, "tools", "ftcc-run")
+train = os.path.join(build, "tools", "ftcc-train")
+n_hosts = int(args[args.index("--hosts") + 1]) if "--hosts" in args else 3
+per_host = int(args[args.index("--ranks-per-host") + 1]) if "--ranks-per-host" in args else 2
+ranks = n_hosts * per_host
+DETECTOR_S = 2.0
+EPOCHS = 40        # partition and crash: 920 steps, a few seconds undisturbed
+NETEM_EPOCHS = 3   # netem: 69 steps (each step waits for several 40 ms round trips)
+DIGITS_TRAIN = 1438
+MODEL = ["--dataset", "digits", "--layers", "64,64,10", "--batch", "64", "--lr", "0.05", "--deterministic",
+         "--hang-timeout", "3"]
+failures = []
+
+
+def skip(why):
+    print(f"SKIP: {why}")
+    sys.exit(77)
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def hosts(*a, check_rc=True):
+    p = subprocess.run([hosts_tool, *a], capture_output=True, text=True)
+    if check_rc and p.returncode != 0:
+        raise RuntimeError(f"tools/netns-hosts {' '.join(a)} failed ({p.returncode}): {p.stderr.strip()}")
+    return p.stdout.strip()
+
+
+if os.geteuid() != 0:
+    skip("needs root for network namespaces (run as root)")
+if not os.path.exists(train):
+    sys.exit(f"FAIL: {train} not built")
+os.environ["FTCC_DETECTOR_TIMEOUT"] = str(DETECTOR_S)  # read by `tools/netns-hosts mpirun-args`
+env = dict(os.environ)
+# ULFM at run time: the same question ftcc-train asks; a build without it cannot do any of this.
+probe = subprocess.run([run_tool, "-n", "1", train, "--steps", "1", "--quiet", "--dataset", "digits",
+                        "--layers", "64,10", "--inject", "delay:rank=0:step=0:ms=1"], capture_output=True, text=True,
+                       env=env, timeout=120)
+if probe.returncode != 0 and "ULFM" in probe.stderr:
+    skip("this ftcc has no ULFM fault tolerance")
+
+
+def cleanup(*_):
+    hosts("down", check_rc=False)
+    if _:
+        sys.exit(1)
+
+
+signal.signal(signal.SIGTERM, cleanup)
+
+
+class Job:
+    """An mpirun of ftcc-train over the simulated hosts; stdout+stderr read line by line with times."""
+
+    def __init__(self, extra):
+        mpi_args = hosts("mpirun-args", str(per_host)).split()
+        self.cmd = [run_tool, *mpi_args, "-n", str(ranks), train, *MODEL, *extra]
+        self.p = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                  errors="replace")
+        self.lines = []  # (monotonic time, line)
+        self.t = threading.Thread(target=self._read, daemon=True)
+        self.t.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.append((time.monotonic(), line.rstrip("\n")))
+
+    def wait_for(self, pattern, timeout):
+        rx = re.compile(pattern)
+        end = time.monotonic() + timeout
+        seen = 0
+        while time.monotonic() < end:
+            while seen < len(self.lines):
+                t, line = self.lines[seen]
+                seen += 1
+                if rx.search(line):
+                    return t, line
+            if self.p.poll() is not None and seen >= len(self.lines):
+                time.sleep(0.2)
+                if seen >= len(self.lines):
+                    return None
+            time.sleep(0.05)
+        return None
+
+    def finish(self, timeout):
+        try:
+            rc = self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            rc = None
+        self.t.join(timeout=5)
+        return rc
+
+    def summary(self):
+        for _, line in self.lines:
+            if line.startswith("FTCC_SUMMARY "):
+                return json.loads(line[len("FTCC_SUMMARY "):])
+        return None
+
+    def tail(self, n=25):
+        return "\n".join(line for _, line in self.lines[-n:])
+
+
+def fault_free(epochs):
+    j = Job(["--epochs", str(epochs)])
+    rc = j.finish(300)
+    s = j.summary()
+    if rc != 0 or s is None:
+        sys.exit(f"FAIL: the fault-free run on {n_hosts} hosts failed (exit {rc})\n{' '.join(j.cmd)}\n{j.tail()}")
+    return s
+
+
+def host_fault_case(name, action):
+    """Cut or crash the last host once training runs; the other hosts must finish alone."""
+    victim = f"h{n_hosts}"
+    lost = list(range(ranks - per_host, ranks))
+    j = Job(["--epochs", str(EPOCHS)])
+    started = j.wait_for(r"^step \d+/", 120)
+    if started is None:
+        check(False, f"{name}: training started ({j.tail()})")
+        j.finish(5)
+        return
+    t_fault = time.monotonic()
+    hosts(action, victim)
+    rec = j.wait_for(r"^recovery: recovered", 60)
+    summary_line = j.wait_for(r"^FTCC_SUMMARY ", 180)
+    check(rec is not None, f"{name}: the survivors recovered ({(rec or ('', ''))[1][:160]})")
+    if rec:
+        detect_s = rec[0] - t_fault
+        # ULFM's detector walks its ring: one timeout per silent rank, plus propagation.
+        bound = (per_host + 1) * DETECTOR_S + 6
+        check(detect_s <= bound,
+              f"{name}: {victim}'s {per_host} ranks excluded {detect_s:.1f} s after the {action} (bound {bound:.0f} s)")
+        check(all(f"rank {r} on host {victim}" in rec[1] for r in lost), f"{name}: the lost ranks are {lost} on {victim}")
+    s = j.summary() if summary_line else None
+    check(s is not None, f"{name}: the survivors finished training")
+    hosts("heal", victim)
+    rc = j.finish(120)
+    check(rc == 0, f"{name}: mpirun exit status {rc} after the link came back")
+    if s:
+        check(s["world_size_final"] == ranks - per_host,
+              f"{name}: world {s['world_size_initial']} -> {s['world_size_final']}")
+        check(s["samples_seen"] == EPOCHS * DIGITS_TRAIN, f"{name}: samples_seen {s['samples_seen']}")
+        check(s["param_sha256"] == base["param_sha256"],
+              f"{name}: --deterministic parameters equal to the fault-free run ({s['param_sha256'][:12]})")
+    quorum = [line for _, line in j.lines if "quorum lost" in line]
+    if action == "partition":
+        check(len(quorum) == per_host, f"{name}: {victim}'s ranks stopped with 'quorum lost' ({len(quorum)} lines)")
+    else:
+        check(not quorum, f"{name}: no 'quorum lost' on the survivors")
+    if failures:
+        print(f"--- {name}: output tail\n{j.tail(40)}")
+
+
+hosts("up", str(n_hosts))
+try:
+    t0 = time.monotonic()
+    base_short = fault_free(NETEM_EPOCHS)
+    t_base = time.monotonic() - t0
+    base = fault_free(EPOCHS)
+    for b in (base_short, base):
+        print(f"fault-free on {n_hosts} hosts x {per_host} ranks: {b['steps']} steps, loss {b['final_loss']:.6f}, "
+              f"sha {b['param_sha256'][:12]}", flush=True)
+
+    # netem: delay and loss on every link (egress of each host).
+    print(hosts("netem", "all", "20", "2"), flush=True)
+    t0 = time.monotonic()
+    j = Job(["--epochs", str(NETEM_EPOCHS)])
+    rc = j.finish(600)
+    t_netem = time.monotonic() - t0
+    print(hosts("netem-off", "all"), flush=True)
+    s = j.summary()
+    check(rc == 0 and s is not None, f"netem 20 ms / 2%: the run finished (exit {rc}) in {t_netem:.1f} s "
+                                     f"(fault-free {t_base:.1f} s)")
+    if s:
+        check(s["param_sha256"] == base_short["param_sha256"], "netem 20 ms / 2%: same parameters (SHA-256) as without")
+        check(s["samples_seen"] == base_short["samples_seen"], f"netem 20 ms / 2%: samples_seen {s['samples_seen']}")
+        check(s["world_size_final"] == ranks, f"netem 20 ms / 2%: no rank excluded (world {s['world_size_final']})")
+    else:
+        print(j.tail(40))
+
+    host_fault_case("partition", "partition")
+    host_fault_case("crash", "crash")
+finally:
+    hosts("down", check_rc=False)
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    check("ftcc-h" not in left, "namespaces removed")
+
+print(f"multihost: {len(failures)} failed")
+sys.exit(1 if failures else 0)
