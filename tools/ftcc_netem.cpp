@@ -70,7 +70,7 @@ int on_packet(nfq_q_handle* qh, nfgenmsg*, nfq_data* nfa, void* data) {
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "ftcc-netem: %s\nusage: ftcc-netem --queue N --delay-ms MS --loss PERCENT [--seed S]\n", why);
-  std::exit(2);
+  std::exit(2);  // NOLINT(concurrency-mt-unsafe): flag parsing, one thread
 }
 
 double number(const char* flag, const char* text, double lo, double hi) {
@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
   for (const Held& x : st.held) nfq_set_verdict(qh, x.id, NF_ACCEPT, 0, nullptr);
   std::fprintf(stderr, "ftcc-netem: %llu packets, %llu dropped, %llu passed\n",
                static_cast<unsigned long long>(st.seen), static_cast<unsigned long long>(st.dropped),
-               static_cast<unsigned long long>(st.passed + st.held.size()));
+               static_cast<unsigned long long>(st.passed) + st.held.size());
   nfq_destroy_queue(qh);
   nfq_close(h);
   return 0;
