@@ -9,6 +9,8 @@
 
 #include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange without it
 #include <boost/asio.hpp>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -259,23 +261,33 @@ Secret Heartbeat::random_secret() {
 
 namespace {
 
-// /proc/<pid>/stat: state (field 3) and start time (field 22); false if the pid does not exist.
-bool read_stat(int pid, char& state, std::uint64_t& start) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return false;
+enum class Stat { ok, no_such_process, unreadable };
+
+// /proc/<pid>/stat: state (field 3) and start time (field 22). no_such_process only when the
+// kernel says so (ENOENT/ESRCH); any other failure (EMFILE, hidepid's EACCES, a short read) is
+// unreadable, which confirms nothing.
+Stat read_stat(int pid, char& state, std::uint64_t& start) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  std::FILE* f = std::fopen(path.c_str(), "re");
+  if (f == nullptr) return errno == ENOENT || errno == ESRCH ? Stat::no_such_process : Stat::unreadable;
+  char buf[1024];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  const bool read_error = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (read_error) return err == ESRCH ? Stat::no_such_process : Stat::unreadable;  // exited while reading
+  const std::string line(buf, n);
   // Field 2 (comm) may contain spaces and parentheses: parse after the last ')'.
   const auto close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  if (close == std::string::npos || close + 2 >= line.size()) return Stat::unreadable;
   std::istringstream rest(line.substr(close + 2));
   std::string field;
-  rest >> state;
+  if (!(rest >> state)) return Stat::unreadable;
   // rest is now past field 3 (state); start time is field 22.
   for (int i = 4; i < 22 && rest >> field; ++i) {
   }
-  start = 0;
-  rest >> start;
-  return true;
+  if (!(rest >> start)) return Stat::unreadable;
+  return Stat::ok;
 }
 
 }  // namespace
@@ -283,14 +295,18 @@ bool read_stat(int pid, char& state, std::uint64_t& start) {
 std::uint64_t Heartbeat::process_start_time(int pid) {
   char state = 0;
   std::uint64_t start = 0;
-  return read_stat(pid, state, start) ? start : 0;
+  return read_stat(pid, state, start) == Stat::ok ? start : 0;
 }
 
 bool Heartbeat::process_gone(int pid, std::uint64_t start_time) {
-  if (pid <= 0) return false;  // unknown: cannot confirm anything
+  if (pid <= 0 || start_time == 0) return false;  // unknown identity: cannot confirm anything
   char state = 0;
   std::uint64_t start = 0;
-  if (!read_stat(pid, state, start)) return true;
+  switch (read_stat(pid, state, start)) {
+    case Stat::no_such_process: return true;
+    case Stat::unreadable: return false;
+    case Stat::ok: break;
+  }
   return start != start_time || state == 'Z' || state == 'X';
 }
 

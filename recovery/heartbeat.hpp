@@ -77,8 +77,9 @@ class Heartbeat {
   static Secret random_secret();
   // Start time of a live process (/proc/<pid>/stat field 22), 0 if unknown.
   static std::uint64_t process_start_time(int pid);
-  // True when the process recorded as (pid, start_time) on this host is dead: no such pid, a
-  // different process under that pid, or a zombie waiting to be reaped.
+  // True when the process recorded as (pid, start_time) on this host is dead: the kernel says
+  // there is no such pid, another process has it, or it is a zombie. False when alive (stopped
+  // included) or when /proc cannot be read (that confirms nothing).
   static bool process_gone(int pid, std::uint64_t start_time);
 
  private:

@@ -2,12 +2,15 @@
 //
 // A survivor cannot tell a rank that crashed on another host from one that is alive behind a
 // network partition: both go silent and both are declared failed. If both sides of a partition
-// recovered, two groups would train on (and checkpoint) the same job. So a recovery that loses
-// at least half of the group it started from, with at least one lost rank whose death no
-// survivor could confirm (ranks are confirmed dead only by a survivor on their own host, from
-// /proc), stops with QuorumLost on every survivor of that side instead of continuing. The side
-// with a strict majority continues. Every survivor of a side decides alike (the confirmations
-// are exchanged during the agreement). ftcc-train prints it and leaves without MPI_Finalize.
+// recovered, two groups would train on (and checkpoint) the same job. So a recovery goes on only
+// when its survivors are a strict majority of the old group minus the ranks whose death a
+// survivor confirmed (ranks are confirmed dead only by a survivor on their own host, from /proc:
+// no such pid, a recycled pid, a zombie). Confirmed-dead ranks are on no side of a partition,
+// so two sides can never both pass; when every loss is confirmed (always, on one host), any
+// survivor passes. Otherwise every survivor of that side throws QuorumLost (the confirmations
+// are exchanged during the agreement, so they decide alike). ftcc-train prints it and leaves
+// without MPI_Finalize (the exit guard makes that a SIGKILL, which the runtime counts as one
+// more failed process rather than a reason to abort the job).
 #pragma once
 
 #include <string>

@@ -100,7 +100,9 @@ ResilientGroup::ResilientGroup(MPI_Comm parent, GroupOptions options) : opt_(std
 
 ResilientGroup::~ResilientGroup() {
   if (heartbeat_) heartbeat_->stop();
-  if (comm_ && comm_->rank() == 0 && !event_dir_.empty()) {
+  // Not after QuorumLost: the scratch folder is per job and host, and the majority that goes on
+  // may share this host's /tmp (simulated hosts do).
+  if (comm_ && comm_->rank() == 0 && !event_dir_.empty() && !quorum_lost_) {
     std::error_code ignored;
     std::filesystem::remove_all(event_dir_, ignored);
   }
@@ -308,8 +310,9 @@ const RecoveryEvent& ResilientGroup::recover(std::int64_t step, const std::strin
       ev.culprits.push_back("rank " + std::to_string(r) + " on host " + p.host + " pid " + std::to_string(p.pid));
       if (heartbeat_) heartbeat_->remove(r);
     }
-    // Quorum: losing half the group or more is only safe when every loss is a confirmed death;
-    // otherwise this may be the minority side of a partition (recovery/quorum_lost.hpp).
+    // Quorum (recovery/quorum_lost.hpp): go on only with a strict majority of the old group
+    // minus its confirmed deaths. Confirmed-dead ranks are on no side of a partition, so two
+    // sides can never both pass; when every loss is confirmed, any survivor passes.
     std::vector<int> unconfirmed;
     for (int r : ev.failed) {
       bool confirmed = false;
@@ -317,8 +320,11 @@ const RecoveryEvent& ResilientGroup::recover(std::int64_t step, const std::strin
         confirmed = (table[rec * static_cast<size_t>(i) + 3 + static_cast<size_t>(r) / 64] >> (r % 64)) & 1;
       if (!confirmed) unconfirmed.push_back(r);
     }
-    if (!unconfirmed.empty() && 2 * static_cast<size_t>(size()) <= before.size())
+    const size_t eligible = before.size() - (ev.failed.size() - unconfirmed.size());
+    if (2 * static_cast<size_t>(size()) <= eligible) {
+      quorum_lost_ = true;
       throw QuorumLost(members_, ev.failed, unconfirmed, static_cast<int>(before.size()));
+    }
     ev.committed.assign(static_cast<size_t>(size()), 0);
     for (int i = 0; i < size(); ++i) ev.committed[static_cast<size_t>(i)] = table[rec * static_cast<size_t>(i) + 1];
     ev.committed_min = ev.committed_max = table[1];

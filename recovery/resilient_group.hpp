@@ -18,10 +18,10 @@
 // A failure during 1-4 (including in a hook) restarts the protocol on the further-shrunk group;
 // the event then reports attempts > 1 and the union of the failed ranks. No rank is special:
 // rank 0 may die; a single survivor goes on alone when the deaths are confirmed.
-// Quorum (several hosts): a recovery that loses half the group or more, with a loss no survivor
-// could confirm as a death on its own host, throws QuorumLost on that side (it may be the
-// minority of a network partition; recovery/quorum_lost.hpp). On one host every death is
-// confirmed from /proc, so this never triggers there.
+// Quorum (several hosts): a recovery goes on only if the survivors are a strict majority of the
+// old group minus the deaths a survivor confirmed on its own host (from /proc); otherwise it
+// throws QuorumLost on that side (it may be the minority of a network partition;
+// recovery/quorum_lost.hpp). On one host every death is confirmed, so it never triggers there.
 //
 // Hangs: with hang_timeout > 0, an authenticated UDP heartbeat (recovery/heartbeat.hpp) fences a
 // silent rank on the same host with SIGKILL, turning the hang into a failure ULFM reports.
@@ -135,6 +135,7 @@ class ResilientGroup {
   std::string event_dir_;
   std::int64_t committed_step_ = -1;
   std::int64_t step_ = -1;
+  bool quorum_lost_ = false;
   FaultInjector injector_;
   std::unique_ptr<Heartbeat> heartbeat_;
   std::vector<Hook> hooks_;

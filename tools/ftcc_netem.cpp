@@ -9,7 +9,8 @@
 // an NFQUEUE rule, e.g. in a host's network namespace:
 //   iptables -A OUTPUT -o eth0 -j NFQUEUE --queue-num 0 --queue-bypass
 // (`--queue-bypass`: if this program is not running, packets pass untouched). tools/netns-hosts does
-// this. Runs until SIGTERM/SIGINT; prints one line of counts on exit. Needs CAP_NET_ADMIN.
+// this. Prints "ready" once the queue is bound; runs until SIGTERM/SIGINT; prints one line of
+// counts on exit. Needs CAP_NET_ADMIN.
 #include <libnetfilter_queue/libnetfilter_queue.h>
 #include <arpa/inet.h>
 #include <linux/netfilter.h>
@@ -112,8 +113,13 @@ int main(int argc, char** argv) {
     nfq_close(h);
     return 1;
   }
-  nfq_set_mode(qh, NFQNL_COPY_META, 0);  // verdicts only: no payload copied to user space
-  nfq_set_queue_maxlen(qh, 20000);
+  // Verdicts only: no payload copied to user space.
+  if (nfq_set_mode(qh, NFQNL_COPY_META, 0) < 0 || nfq_set_queue_maxlen(qh, 20000) < 0) {
+    std::fprintf(stderr, "ftcc-netem: cannot configure NFQUEUE %d\n", queue);
+    nfq_destroy_queue(qh);
+    nfq_close(h);
+    return 1;
+  }
   nfnl_rcvbufsiz(nfq_nfnlh(h), 16 << 20);
   const int fd = nfq_fd(h);
 
@@ -123,8 +129,9 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
 
   alignas(8) char buf[65536];
-  std::fprintf(stderr, "ftcc-netem: queue %d, delay %.1f ms, loss %.2f%%\n", queue,
+  std::fprintf(stderr, "ftcc-netem: ready: queue %d, delay %.1f ms, loss %.2f%%\n", queue,
                static_cast<double>(st.delay.count()) / 1000.0, st.loss * 100);
+  std::fflush(stderr);
   while (!g_stop) {
     int timeout_ms = 100;
     if (!st.held.empty()) {

@@ -28,7 +28,7 @@ train = os.path.join(build, "tools", "ftcc-train")
 n_hosts = int(args[args.index("--hosts") + 1]) if "--hosts" in args else 3
 per_host = int(args[args.index("--ranks-per-host") + 1]) if "--ranks-per-host" in args else 2
 ranks = n_hosts * per_host
-DETECTOR_S = 2.0
+DETECTOR_S = float(os.environ.get("FTCC_MULTIHOST_DETECTOR_S", "2"))  # ULFM detector timeout
 EPOCHS = 40        # partition and crash: 920 steps, a few seconds undisturbed
 NETEM_EPOCHS = 3   # netem: 69 steps (each step waits for several 40 ms round trips)
 DIGITS_TRAIN = 1438
@@ -69,13 +69,45 @@ if probe.returncode != 0 and "ULFM" in probe.stderr:
     skip("this ftcc has no ULFM fault tolerance")
 
 
-def cleanup(*_):
-    hosts("down", check_rc=False)
-    if _:
-        sys.exit(1)
+jobs = []
 
 
-signal.signal(signal.SIGTERM, cleanup)
+def on_sigterm(*_):
+    # meson's timeout: SIGTERM to the process group, SIGKILL 0.5 s later. Stop the jobs and start
+    # the clean-up in a session of its own, so that the SIGKILL does not cut it short.
+    for j in jobs:
+        if j.p.poll() is None:
+            j.p.kill()
+    subprocess.Popen([hosts_tool, "down"], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os._exit(1)
+
+
+signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def ns_pids(host, name=None):
+    out = subprocess.run(["ip", "netns", "pids", f"ftcc-{host}"], capture_output=True, text=True).stdout.split()
+    if name is None:
+        return out
+    keep = []
+    for pid in out:
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() == name:
+                    keep.append(pid)
+        except OSError:
+            pass
+    return keep
+
+
+def kill_leftovers():
+    """Nothing of a finished case may keep running (and spinning) into the next one."""
+    for i in range(1, n_hosts + 1):
+        for pid in ns_pids(f"h{i}"):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
 
 
 class Job:
@@ -89,6 +121,7 @@ class Job:
         self.lines = []  # (monotonic time, line)
         self.t = threading.Thread(target=self._read, daemon=True)
         self.t.start()
+        jobs.append(self)
 
     def _read(self):
         for line in self.p.stdout:
@@ -105,9 +138,10 @@ class Job:
                 if rx.search(line):
                     return t, line
             if self.p.poll() is not None and seen >= len(self.lines):
-                time.sleep(0.2)
+                self.t.join(timeout=10)  # the reader may still hold the last lines
                 if seen >= len(self.lines):
                     return None
+                continue
             time.sleep(0.05)
         return None
 
@@ -163,9 +197,16 @@ def host_fault_case(name, action):
         check(all(f"rank {r} on host {victim}" in rec[1] for r in lost), f"{name}: the lost ranks are {lost} on {victim}")
     s = j.summary() if summary_line else None
     check(s is not None, f"{name}: the survivors finished training")
+    if action == "partition":
+        # The minority must stop while it is still cut off (not because the link came back).
+        end = time.monotonic() + 30 + 4 * ranks * DETECTOR_S
+        while ns_pids(victim, "ftcc-train") and time.monotonic() < end:
+            time.sleep(0.5)
+        check(not ns_pids(victim, "ftcc-train"), f"{name}: {victim}'s ranks stopped while cut off")
     hosts("heal", victim)
     rc = j.finish(120)
     check(rc == 0, f"{name}: mpirun exit status {rc} after the link came back")
+    kill_leftovers()
     if s:
         check(s["world_size_final"] == ranks - per_host,
               f"{name}: world {s['world_size_initial']} -> {s['world_size_final']}")
@@ -181,8 +222,14 @@ def host_fault_case(name, action):
         print(f"--- {name}: output tail\n{j.tail(40)}")
 
 
-hosts("up", str(n_hosts))
+# Can this machine make network namespaces at all (root in a container may not)?
+probe_ns = f"ftcc-probe-{os.getpid()}"
+if subprocess.run(["ip", "netns", "add", probe_ns], capture_output=True).returncode != 0:
+    skip("cannot create network namespaces here (ip netns add failed)")
+subprocess.run(["ip", "netns", "del", probe_ns], capture_output=True)
+
 try:
+    hosts("up", str(n_hosts))
     t0 = time.monotonic()
     base_short = fault_free(NETEM_EPOCHS)
     t_base = time.monotonic() - t0
@@ -198,6 +245,15 @@ try:
     rc = j.finish(600)
     t_netem = time.monotonic() - t0
     print(hosts("netem-off", "all"), flush=True)
+    kill_leftovers()
+    # Where ftcc-netem did the work (no tc netem), its counts show the loss was really applied.
+    logs = [f"/run/ftcc-netns-hosts/netem-h{i}.log" for i in range(1, n_hosts + 1)]
+    counts = [re.search(r"(\d+) packets, (\d+) dropped", open(f).read()) for f in logs if os.path.exists(f)]
+    if counts:
+        seen = sum(int(m.group(1)) for m in counts if m)
+        dropped = sum(int(m.group(2)) for m in counts if m)
+        check(len([m for m in counts if m]) == n_hosts and seen > 1000 and 0.01 <= dropped / seen <= 0.035,
+              f"netem 20 ms / 2%: ftcc-netem saw {seen} packets and dropped {dropped} ({100 * dropped / max(seen, 1):.2f}%)")
     s = j.summary()
     check(rc == 0 and s is not None, f"netem 20 ms / 2%: the run finished (exit {rc}) in {t_netem:.1f} s "
                                      f"(fault-free {t_base:.1f} s)")
