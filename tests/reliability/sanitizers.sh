@@ -7,7 +7,7 @@
 #          comm, recovery, train). Single-process suites run with leak detection on; the
 #          multi-rank ones (suite mpi) with ASAN_OPTIONS=detect_leaks=0, because Open MPI and
 #          PMIx keep allocations until exit that LeakSanitizer reports as leaks (libmpi, not
-#          ftcc), and a killed rank leaks by definition.
+#          ftcc), and a killed rank leaks by definition. Then the multi-host test (multihost.py).
 #   tsan   build-tsan: ThreadSanitizer on the threaded parts: the heartbeat, the progress watchdog
 #          (recovery_unit) and the metrics server (train_unit).
 #
@@ -45,6 +45,10 @@ case "$mode" in
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
       meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --suite mpi --no-suite reliability \
       --timeout-multiplier 3 "$@" || status=$?
+    # The simulated hosts (root; skipped without): the quorum path and the partitioned minority.
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+      meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 3 multihost \
+      || status=$?
     exit $status
     ;;
   tsan)
