@@ -1,6 +1,7 @@
 #include "recovery/fault_spec.hpp"
 
 #include <charconv>
+#include <limits>
 #include <set>
 
 #include "base/error.hpp"
@@ -12,12 +13,16 @@ namespace {
   throw ftcc::InvalidArgument("bad fault spec '" + spec + "': " + why + "\n" + fault_spec_grammar());
 }
 
-std::int64_t parse_int(const std::string& spec, const std::string& key, const std::string& v) {
+// A non-negative integer no larger than `max` (rank and ms are ints: a larger value would wrap).
+std::int64_t parse_int(const std::string& spec, const std::string& key, const std::string& v,
+                       std::int64_t max = std::numeric_limits<std::int64_t>::max()) {
   std::int64_t out = 0;
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec == std::errc::result_out_of_range) reject(spec, key + "='" + v + "' is too large");
   if (ec != std::errc() || p != v.data() + v.size() || v.empty())
     reject(spec, key + "='" + v + "' is not an integer");
   if (out < 0) reject(spec, key + " must be >= 0, got " + v);
+  if (out > max) reject(spec, key + " must be <= " + std::to_string(max) + ", got " + v);
   return out;
 }
 
@@ -78,9 +83,9 @@ FaultSpec parse_fault_spec(const std::string& spec) {
     if (eq == std::string::npos) reject(spec, "field '" + parts[i] + "' is not key=value");
     const std::string key = parts[i].substr(0, eq), val = parts[i].substr(eq + 1);
     if (!seen.insert(key).second) reject(spec, "field '" + key + "' given twice");
-    if (key == "rank") f.rank = static_cast<int>(parse_int(spec, key, val));
+    if (key == "rank") f.rank = static_cast<int>(parse_int(spec, key, val, std::numeric_limits<int>::max()));
     else if (key == "step") f.step = parse_int(spec, key, val);
-    else if (key == "ms") f.delay_ms = static_cast<int>(parse_int(spec, key, val));
+    else if (key == "ms") f.delay_ms = static_cast<int>(parse_int(spec, key, val, std::numeric_limits<int>::max()));
     else if (key == "phase") {
       if (val == "step") f.phase = FaultPhase::step;
       else if (val == "allreduce") f.phase = FaultPhase::allreduce;

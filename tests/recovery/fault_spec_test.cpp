@@ -51,6 +51,11 @@ TEST(FaultSpec, RejectsBadSpecsWithTheGrammar) {
   expect_rejected("delay:rank=1:step=1", "delay needs ms=M");
   expect_rejected("kill:rank=1:step=1:ms=5", "only applies to delay");
   expect_rejected("kill:rank1:step=1", "is not key=value");
+  // Found by the fault_spec fuzzer: rank and ms are ints, so larger values used to wrap (here to
+  // a negative rank; another value could have wrapped onto a real rank).
+  expect_rejected("delay:rank=88888888880:step=7888888888888888:ms=500", "rank must be <= 2147483647");
+  expect_rejected("delay:rank=1:step=1:ms=4294967296", "ms must be <= 2147483647");
+  expect_rejected("kill:rank=1:step=99999999999999999999", "step='99999999999999999999' is too large");
 }
 
 TEST(FaultInjector, OffByDefaultAndOnlyForItsRank) {
