@@ -53,6 +53,26 @@ double mse_on(nn::Module& model, const data::Dataset& d) {
   return tensor::mse_loss(model(b.x), b.y).item();
 }
 
+FinalMetrics final_metrics(comm::Communicator& c, nn::Module& full, const data::Dataset& train,
+                           const data::Dataset& test, bool classification) {
+  double result[2] = {0, 0};
+  std::int64_t digest_words[4] = {0, 0, 0, 0};
+  static_assert(sizeof digest_words == sizeof(Digest));
+  if (c.rank() == 0) {
+    result[0] = mse_on(full, train);
+    result[1] = classification ? accuracy_on(full, test) : mse_on(full, test);
+    const Digest d = sha256_of(full.named_parameters());
+    std::memcpy(digest_words, d.data(), sizeof digest_words);
+  }
+  comm::broadcast(c, result, 2, comm::DType::f64, 0);
+  comm::broadcast(c, digest_words, 4, comm::DType::i64, 0);
+  FinalMetrics m;
+  m.train_mse = result[0];
+  m.eval = result[1];
+  std::memcpy(m.digest.data(), digest_words, sizeof digest_words);
+  return m;
+}
+
 double accuracy_on(nn::Module& model, const data::Dataset& d) {
   tensor::NoGradGuard no_grad;
   auto b = all_of(d);

@@ -343,23 +343,17 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
     return cfg.steps > 0 ? p.step >= cfg.steps : p.cursor.epoch >= (cfg.epochs > 0 ? cfg.epochs : 10);
   };
   double last_loss = 0;
-  double result[2] = {0, 0};
-  std::int64_t digest_words[4] = {0, 0, 0, 0};
+  FinalMetrics final;
   const int pairs = L / 2;
 
   for (;;) {
     try {
       if (done()) {
+        // Final metrics from the full model gathered on rank 0; a failure here is recovered like
+        // any other (and the steps after the restored copy are redone).
         fc::Communicator& c = g.comm();
         gather_full(c);
-        if (c.rank() == 0) {
-          result[0] = mse_on(*full, td.train);
-          result[1] = td.classification ? accuracy_on(*full, td.test) : mse_on(*full, td.test);
-          const Digest d = sha256_of(full->named_parameters());
-          std::memcpy(digest_words, d.data(), sizeof digest_words);
-        }
-        fc::broadcast(c, result, 2, fc::DType::f64, 0);
-        fc::broadcast(c, digest_words, 4, fc::DType::i64, 0);
+        final = final_metrics(c, *full, td.train, td.test, td.classification);
         break;
       }
       g.begin_step(p.step);
@@ -436,10 +430,8 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
     report.step_done(p.step, p.cursor.epoch, last_loss, p.samples_seen);
   }
 
-  Digest d;
-  std::memcpy(d.data(), digest_words, sizeof digest_words);
-  TrainSummary s = TrainSummary::of_run(result[0], last_loss, td.classification, result[1], p.step, p.cursor.epoch, n0, g,
-                                        p.samples_seen, to_hex(d), t_start);
+  TrainSummary s = TrainSummary::of_run(final.train_mse, last_loss, td.classification, final.eval, p.step, p.cursor.epoch, n0, g,
+                                        p.samples_seen, to_hex(final.digest), t_start);
   if (!cfg.quiet)
     log.note("tp: shard state " + std::to_string(nn::total_bytes(live_list())) + " B, replica/snapshot store " +
            std::to_string(store.bytes()) + " B on rank 0");
