@@ -55,9 +55,22 @@ unsigned agree(MPI_Comm comm, unsigned flag) {
   return static_cast<unsigned>(f);
 }
 
+Agreement agree_uniform(MPI_Comm comm, unsigned flag) {
+  int f = static_cast<int>(flag);
+  const int rc = MPIX_Comm_agree(comm, &f);
+  if (rc == MPI_SUCCESS) return {static_cast<unsigned>(f), false};
+  int cls = MPI_SUCCESS;
+  MPI_Error_class(rc, &cls);
+  if (cls != MPIX_ERR_PROC_FAILED && cls != MPIX_ERR_PROC_FAILED_PENDING)
+    FTCC_MPI_CHECK(rc, comm, "MPIX_Comm_agree");  // throws with the class and message
+  ack_failed(comm);
+  return {static_cast<unsigned>(f), true};
+}
+
 void ack_failed(MPI_Comm comm) {
-  int acked = 0;
-  FTCC_MPI_CHECK(MPIX_Comm_ack_failed(comm, 1 << 30, &acked), comm, "MPIX_Comm_ack_failed");
+  int acked = 0, size = 0;
+  MPI_Comm_size(comm, &size);  // acknowledge every failure known so far (at most all ranks)
+  FTCC_MPI_CHECK(MPIX_Comm_ack_failed(comm, size, &acked), comm, "MPIX_Comm_ack_failed");
 }
 
 bool is_revoked(MPI_Comm comm) {
@@ -74,6 +87,10 @@ MPI_Comm shrink(MPI_Comm) {
 unsigned agree(MPI_Comm, unsigned) {
   require_ulfm("agree");
   return 0;
+}
+Agreement agree_uniform(MPI_Comm, unsigned) {
+  require_ulfm("agree");
+  return {};
 }
 void ack_failed(MPI_Comm) { require_ulfm("ack_failed"); }
 bool is_revoked(MPI_Comm) { return false; }

@@ -9,6 +9,10 @@
 //                          revoked communicator. Returns the AND; throws ProcessFailed if a
 //                          failure was newly noticed during the agreement (the value is then
 //                          still agreed among the survivors: see ULFM spec, MPIX_Comm_agree)
+//   agree_uniform(comm, flag)  the same, but a failure noticed during the agreement is
+//                          acknowledged and reported in the result instead of thrown: the flag
+//                          (AND over the ranks that contributed) and failure_noticed are the
+//                          same on every survivor (the spec raises PROC_FAILED consistently)
 //   ack_failed(comm)       acknowledge the failures seen so far (so agree stops reporting them)
 //   is_revoked(comm)
 #pragma once
@@ -26,6 +30,11 @@ bool ulfm_enabled_at_run_time();
 void revoke(MPI_Comm comm);
 MPI_Comm shrink(MPI_Comm comm);
 unsigned agree(MPI_Comm comm, unsigned flag);
+struct Agreement {
+  unsigned flag = 0;
+  bool failure_noticed = false;
+};
+Agreement agree_uniform(MPI_Comm comm, unsigned flag);
 void ack_failed(MPI_Comm comm);
 bool is_revoked(MPI_Comm comm);
 

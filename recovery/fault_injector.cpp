@@ -8,6 +8,8 @@
 #include <fstream>
 #include <thread>
 
+#include "base/error.hpp"
+
 namespace ftcc::recovery {
 namespace {
 
@@ -46,7 +48,8 @@ void FaultInjector::in_phase(FaultPhase phase, int protocol_step) {
     // Inside collectives: count the phase's sends from the start of step S on and die before
     // the second, so at least one message went out. A rank that sends once per collective dies
     // in the next one (in step S if it has two, else in a later step). Recovery: at once.
-    if (phase != FaultPhase::recovery && ++sends_seen_[i] < 2) continue;
+    const bool collective = phase == FaultPhase::allreduce || phase == FaultPhase::broadcast || phase == FaultPhase::allgather;
+    if (collective && ++sends_seen_[i] < 2) continue;
     fired_[i] = true;
     fire(mine_[i]);
   }
@@ -76,6 +79,17 @@ void FaultInjector::fire(FaultSpec& spec) {
     case FaultKind::hang: std::raise(SIGSTOP); break;
     // atexit handlers run: see ResilientGroup's exit guard. Exiting under running threads is the fault.
     case FaultKind::exit: std::exit(3);  // NOLINT(concurrency-mt-unsafe): the injected fault is this exit
+    case FaultKind::segv: {
+      volatile int* null_page = nullptr;
+      *null_page = 1;  // a real invalid write: the kernel delivers SIGSEGV
+      std::raise(SIGSEGV);  // in case the compiler kept the write away
+      break;
+    }
+    case FaultKind::stall:
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    case FaultKind::throw_error:
+      throw ftcc::Error("injected error on rank " + std::to_string(rank_) + " at step " + std::to_string(step_) + " (" +
+                        spec.text + ")");
     case FaultKind::delay: break;
   }
 }

@@ -42,7 +42,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
 const char* fault_spec_grammar() {
   return "fault spec grammar: KIND:rank=R:step=S[:phase=P][:ms=M]\n"
          "  KIND  kill (SIGKILL) | hang (SIGSTOP) | delay (sleep ms=M) | exit (exit(3) without MPI_Finalize)\n"
-         "  P     step (default) | allreduce | broadcast | allgather | recovery\n"
+         "        | segv (a real segmentation fault) | stall (stop making progress, threads alive)\n"
+         "        | throw (an exception on this rank alone)\n"
+         "  P     step (default) | allreduce | broadcast | allgather | recovery | shrink | agree | hooks\n"
          "  e.g.  kill:rank=2:step=40  kill:rank=1:step=10:phase=allreduce  delay:rank=0:step=7:ms=500";
 }
 
@@ -52,6 +54,9 @@ const char* to_string(FaultKind k) {
     case FaultKind::hang: return "hang";
     case FaultKind::delay: return "delay";
     case FaultKind::exit: return "exit";
+    case FaultKind::segv: return "segv";
+    case FaultKind::stall: return "stall";
+    case FaultKind::throw_error: return "throw";
   }
   return "?";
 }
@@ -63,6 +68,9 @@ const char* to_string(FaultPhase p) {
     case FaultPhase::broadcast: return "broadcast";
     case FaultPhase::allgather: return "allgather";
     case FaultPhase::recovery: return "recovery";
+    case FaultPhase::shrink: return "shrink";
+    case FaultPhase::agree: return "agree";
+    case FaultPhase::hooks: return "hooks";
   }
   return "?";
 }
@@ -76,6 +84,9 @@ FaultSpec parse_fault_spec(const std::string& spec) {
   else if (kind == "hang") f.kind = FaultKind::hang;
   else if (kind == "delay") f.kind = FaultKind::delay;
   else if (kind == "exit") f.kind = FaultKind::exit;
+  else if (kind == "segv") f.kind = FaultKind::segv;
+  else if (kind == "stall") f.kind = FaultKind::stall;
+  else if (kind == "throw") f.kind = FaultKind::throw_error;
   else reject(spec, "unknown kind '" + kind + "'");
   std::set<std::string> seen;
   for (size_t i = 1; i < parts.size(); ++i) {
@@ -92,6 +103,9 @@ FaultSpec parse_fault_spec(const std::string& spec) {
       else if (val == "broadcast") f.phase = FaultPhase::broadcast;
       else if (val == "allgather") f.phase = FaultPhase::allgather;
       else if (val == "recovery") f.phase = FaultPhase::recovery;
+      else if (val == "shrink") f.phase = FaultPhase::shrink;
+      else if (val == "agree") f.phase = FaultPhase::agree;
+      else if (val == "hooks") f.phase = FaultPhase::hooks;
       else reject(spec, "unknown phase '" + val + "'");
     } else {
       reject(spec, "unknown field '" + key + "'");

@@ -1,16 +1,22 @@
 // recovery/fault_spec.hpp: the fault-injection grammar, shared by the API, the CLI and tests.
 //
 //   SPEC   := KIND ':' FIELD (':' FIELD)*
-//   KIND   := kill | hang | delay | exit
+//   KIND   := kill | hang | delay | exit | segv | stall | throw
 //   FIELD  := rank=R        rank (in the job's original numbering) that misbehaves   (required)
 //           | step=S        training step / loop iteration at which it happens       (required)
 //           | phase=P       where in the step: step (default: at its start), allreduce,
-//                           broadcast, allgather, recovery (inside the named collective after
-//                           part of its messages, or inside the recovery protocol)
+//                           broadcast, allgather (inside the named collective after part of
+//                           its messages); recovery (top of a recovery attempt), shrink, agree
+//                           (just before this rank's MPIX_Comm_shrink / MPIX_Comm_agree of the
+//                           recovery protocol, under their deadline), hooks (before the
+//                           recovery hooks); these fire in the first recovery at step S or later
 //           | ms=M          delay length in milliseconds                              (delay only, required)
 //
 //   kill   SIGKILL itself            hang   SIGSTOP itself (alive but silent: a hang to fence)
 //   delay  sleep M ms, then go on    exit   std::exit(3) without MPI_Finalize
+//   segv   a real SIGSEGV            stall  sleeps forever with its threads alive (heartbeat on):
+//                                           a rank stuck in a call, for the deadlines to catch
+//   throw  throws ftcc::Error on this rank alone (an error only one rank sees)
 //
 // Examples: kill:rank=2:step=40   kill:rank=1:step=10:phase=allreduce   hang:rank=3:step=5
 //           delay:rank=0:step=7:ms=500   exit:rank=2:step=3
@@ -23,8 +29,8 @@
 
 namespace ftcc::recovery {
 
-enum class FaultKind { kill, hang, delay, exit };
-enum class FaultPhase { step, allreduce, broadcast, allgather, recovery };
+enum class FaultKind { kill, hang, delay, exit, segv, stall, throw_error };
+enum class FaultPhase { step, allreduce, broadcast, allgather, recovery, shrink, agree, hooks };
 
 struct FaultSpec {
   FaultKind kind = FaultKind::kill;

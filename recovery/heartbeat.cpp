@@ -33,7 +33,7 @@ struct Datagram {
   char magic[8];
   std::uint64_t job_id;
   std::uint32_t rank;
-  std::uint32_t reserved;
+  std::uint32_t progress;  // the sender's count of entered ULFM calls (Heartbeat::set_progress)
   std::uint64_t seq;
   std::uint8_t mac[32];
 };
@@ -68,6 +68,7 @@ struct Heartbeat::Impl {
     udp::endpoint endpoint;
     Clock::time_point last_heard;
     std::uint64_t last_seq = 0;
+    std::uint32_t progress = 0;
     bool suspected = false;
   };
 
@@ -82,6 +83,7 @@ struct Heartbeat::Impl {
   Secret secret{};
   std::uint64_t job_id = 0;
   std::uint64_t seq = 0;
+  std::atomic<std::uint32_t> progress{0};
   HeartbeatStats st;
   SuspectCallback on_suspect;
   Datagram rx{};
@@ -113,6 +115,7 @@ struct Heartbeat::Impl {
     auto it = peers.find(static_cast<int>(rx.rank));
     if (it == peers.end() || rx.seq <= it->second.last_seq) return reject();  // stranger, removed, or replay
     it->second.last_seq = rx.seq;
+    it->second.progress = rx.progress;
     it->second.last_heard = Clock::now();
     ++st.accepted;
   }
@@ -135,6 +138,7 @@ struct Heartbeat::Impl {
       d.job_id = job_id;
       d.rank = static_cast<std::uint32_t>(my_rank);
       d.seq = ++seq;
+      d.progress = progress.load(std::memory_order_relaxed);
       sign(secret, d);
       const auto now = Clock::now();
       for (auto& [rank, w] : peers) {
@@ -236,6 +240,17 @@ void Heartbeat::stop() {
 void Heartbeat::remove(int rank) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->peers.erase(rank);
+}
+
+void Heartbeat::set_progress(std::uint32_t entered_calls) {
+  impl_->progress.store(entered_calls, std::memory_order_relaxed);
+}
+
+int Heartbeat::peer_behind(std::uint32_t entered_calls) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (const auto& [rank, w] : impl_->peers)
+    if (!w.suspected && w.last_seq > 0 && w.progress < entered_calls) return rank;
+  return -1;
 }
 
 void Heartbeat::set_on_suspect(SuspectCallback cb) {

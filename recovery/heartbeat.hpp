@@ -71,6 +71,11 @@ class Heartbeat {
   // Stop watching (and heartbeating to) a rank that is known to have failed.
   void remove(int rank);
   void set_on_suspect(SuspectCallback cb);
+  // Progress carried by every heartbeat: the number of ULFM calls this rank has entered
+  // (recovery/call_deadline.hpp). peer_behind(n) is a watched, unsuspected peer whose last
+  // heartbeat reported fewer than n, or -1.
+  void set_progress(std::uint32_t entered_calls);
+  int peer_behind(std::uint32_t entered_calls) const;
   HeartbeatStats stats() const;
 
   // Fresh random secret (getrandom); rank 0 makes it, the others receive it through MPI.

@@ -78,27 +78,44 @@ std::string heartbeat_bind_address(bool single_host) {
                               "FTCC_OOB_ADDR to this host's address on the job's network");
 }
 
-// See "Exit guard" in the header.
-void exit_without_finalize_guard() {
+// See "Exit guard" in the header. on_exit (not atexit) so the record can say the status.
+void exit_without_finalize_guard(int status, void*) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (!initialized || finalized) return;
-  std::fprintf(stderr, "ftcc: process exiting without MPI_Finalize: turning it into a process failure "
-                       "(SIGKILL) so the survivors can recover\n");
+  std::fprintf(stderr, "ftcc: process exiting with status %d without MPI_Finalize: turning it into a process "
+                       "failure (SIGKILL) so the survivors can recover\n", status);
   std::fflush(stderr);
+  job_record::left("exited with status " + std::to_string(status) + " without MPI_Finalize");
   std::raise(SIGKILL);
 }
+
+double ulfm_timeout_of(double opt) {
+  if (opt != 0) return opt;
+  if (const char* env = std::getenv("FTCC_ULFM_TIMEOUT_S"); env && *env) {  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
+    char* end = nullptr;
+    const double v = std::strtod(env, &end);
+    if (end && *end == 0 && v > 0) return v;
+    std::fprintf(stderr, "ftcc: ignoring FTCC_ULFM_TIMEOUT_S='%s' (not a positive number of seconds)\n", env);
+  }
+  return 60;
+}
+
+// Fixed room for a job-level error's message in the agreement table (bytes, multiple of 8).
+constexpr size_t kMessageBytes = 512;
 
 }  // namespace
 
 ResilientGroup::ResilientGroup(MPI_Comm parent, GroupOptions options) : opt_(std::move(options)) {
-  static const bool guard_installed = std::atexit(exit_without_finalize_guard) == 0;
+  static const bool guard_installed = on_exit(exit_without_finalize_guard, nullptr) == 0;
   (void)guard_installed;
   bootstrap(parent);
 }
 
 ResilientGroup::~ResilientGroup() {
+  watchdog_.reset();
+  deadline_.reset();
   if (heartbeat_) heartbeat_->stop();
   // Not after QuorumLost: the scratch folder is per job and host, and the majority that goes on
   // may share this host's /tmp (simulated hosts do).
@@ -197,6 +214,15 @@ void ResilientGroup::bootstrap(MPI_Comm parent) {
     });
     heartbeat_->start(peers_, secret, job_id_);
   }
+  job_record::started(my_original_rank_);
+  const double ulfm_s = ulfm_timeout_of(opt_.ulfm_timeout_s);
+  if (ulfm_s > 0)
+    deadline_ = std::make_unique<CallDeadline>(
+        std::chrono::milliseconds(static_cast<long long>(ulfm_s * 1000)), my_original_rank_,
+        [this](std::uint64_t seq) { return heartbeat_ ? heartbeat_->peer_behind(static_cast<std::uint32_t>(seq)) : -1; });
+  if (opt_.progress_timeout.count() > 0)
+    watchdog_ = std::make_unique<ProgressWatchdog>(opt_.progress_timeout,
+                                                   "loop of rank " + std::to_string(my_original_rank_) + " (begin_step)");
 }
 
 void ResilientGroup::install_fault_hook() {
@@ -208,13 +234,63 @@ void ResilientGroup::install_fault_hook() {
 
 void ResilientGroup::begin_step(std::int64_t step) {
   step_ = step;
+  if (watchdog_) watchdog_->kick();
   injector_.at_step(step);
 }
 
 const HeartbeatStats ResilientGroup::heartbeat_stats() const { return heartbeat_ ? heartbeat_->stats() : HeartbeatStats{}; }
 
+template <class F>
+auto ResilientGroup::guarded(const char* call, FaultPhase phase, F&& f) {
+  const std::uint32_t seq = ++ulfm_calls_;
+  if (deadline_) deadline_->arm(call, seq);
+  if (watchdog_) watchdog_->kick();
+  struct Disarm {
+    CallDeadline* d;
+    ~Disarm() {
+      if (d) d->disarm();
+    }
+  } disarm{deadline_.get()};
+  injector_.in_phase(phase, static_cast<int>(seq));  // a stall here is this rank's, under the deadline
+  if (heartbeat_) heartbeat_->set_progress(seq);      // entered: peers stop waiting for us
+  return f();
+}
+
 const RecoveryEvent& ResilientGroup::recover(std::int64_t step, const std::string& cause) {
   comm::require_ulfm("ResilientGroup::recover");
+  try {
+    comm::revoke(comm_->raw());
+  } catch (const comm::CommError&) {
+    // already revoked by a peer: the entry agreement and shrink sort it out
+  }
+  // Entry agreement: matches the one of all_finished(), where ranks that already finished wait.
+  guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(comm_->raw(), 0u); });
+  return recover_attempts(step, cause);
+}
+
+bool ResilientGroup::all_finished() {
+  if (!comm::has_ulfm()) return true;  // without ULFM no rank can be lost and still be waited for
+  const auto a = guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(comm_->raw(), 1u); });
+  if (a.flag == 1 && !a.failure_noticed) return true;
+  recover_attempts(committed_step_, a.failure_noticed ? "a rank failed at the end of the loop"
+                                                      : "a rank was still recovering at the end of the loop");
+  return false;
+}
+
+void ResilientGroup::fail_job(ExitStatus status, const std::string& message) {
+  if (!comm::has_ulfm()) throw JobError(status, my_original_rank_, step_, message, false);
+  pending_error_ = PendingError{status, message, step_};
+  try {
+    comm::revoke(comm_->raw());
+  } catch (const comm::CommError&) {
+  }
+  guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(comm_->raw(), 0u); });
+  recover_attempts(step_, "job error on rank " + std::to_string(my_original_rank_));
+  // Not reached while this rank lives: its error is in every agreed table, so the protocol throws.
+  throw JobError(status, my_original_rank_, step_, message, false);
+}
+
+const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const std::string& cause) {
   const std::int64_t notice_ns = wall_ns();
   const auto t_notice = Steady::now();
   RecoveryEvent ev;
@@ -223,26 +299,31 @@ const RecoveryEvent& ResilientGroup::recover(std::int64_t step, const std::strin
   ev.old_size = size();
   ev.my_old_rank = rank();
   const std::vector<int> before = members_;
-  std::vector<std::int64_t> table;  // per new rank: original rank, committed step, notice time
+  // Per new rank: [0] original rank, [1] committed step, [2] notice time, [3] job-error status
+  // (0 = none), [4] its step, then the confirmed-deaths bitmask, then the error message.
+  const size_t mask_words = (peers_.size() + 63) / 64;
+  const size_t msg_at = 5 + mask_words;
+  const size_t rec = msg_at + kMessageBytes / 8;
+  std::vector<std::int64_t> table;
+  auto revoke_quietly = [&] {
+    try {
+      comm::revoke(comm_->raw());
+    } catch (const comm::CommError&) {
+    }
+  };
 
   for (int attempt = 1;; ++attempt) {
     ev.attempts = attempt;
     injector_.in_phase(FaultPhase::recovery, attempt);
 
-    // 1. revoke: every survivor's pending and future operation on this communicator fails.
+    // 1. revoke (every survivor's pending operation on this communicator fails), then shrink.
     auto t0 = Steady::now();
-    try {
-      comm::revoke(comm_->raw());
-    } catch (const comm::CommError&) {
-      // already revoked by a peer, or a failure while revoking: shrink will sort it out
-    }
+    revoke_quietly();
     auto t1 = Steady::now();
     ev.revoke_ms += ms_between(t0, t1);
-
-    // 2. shrink: survivors only; learn who they are by translating the new group into the old.
     MPI_Comm shrunk = MPI_COMM_NULL;
     try {
-      shrunk = comm::shrink(comm_->raw());
+      shrunk = guarded("MPIX_Comm_shrink", FaultPhase::shrink, [&] { return comm::shrink(comm_->raw()); });
     } catch (const comm::FaultDetected&) {
       ev.shrink_ms += ms_between(t1, Steady::now());
       continue;  // a failure during the shrink itself: try again
@@ -269,33 +350,39 @@ const RecoveryEvent& ResilientGroup::recover(std::int64_t step, const std::strin
     members_ = now_members;
     install_fault_hook();
 
-    // 3. agree: exchange (original rank, committed step, notice time) with our allgather, then
-    //    confirm with the fault-tolerant MPIX_Comm_agree that every survivor got it.
-    //    The record also carries a bitmask of the lost ranks whose death this rank confirmed
-    //    (same host, process gone), for the quorum rule below.
-    const size_t mask_words = (peers_.size() + 63) / 64;
-    const size_t rec = 3 + mask_words;
+    // 2. the table, with our allgather; then agree that every survivor has all of it. A rank
+    //    whose allgather failed revokes (so nobody waits for it there) and contributes 0.
+    bool have_table = true;
     try {
       std::vector<std::int64_t> mine(rec, 0);
       mine[0] = my_original_rank_;
       mine[1] = committed_step_;
       mine[2] = notice_ns;
+      if (pending_error_) {
+        mine[3] = static_cast<std::int64_t>(pending_error_->status);
+        mine[4] = pending_error_->step;
+        std::memcpy(&mine[msg_at], pending_error_->message.c_str(),
+                    std::min(pending_error_->message.size(), kMessageBytes - 1));
+      }
       const std::string& my_host = peer(my_original_rank_).host;
       for (int r : before) {
         if (std::find(members_.begin(), members_.end(), r) != members_.end()) continue;
         const PeerAddress& p = peer(r);
         if (p.host == my_host && Heartbeat::process_gone(p.pid, p.start_time))
-          mine[3 + static_cast<size_t>(r) / 64] |= std::int64_t{1} << (r % 64);
+          mine[5 + static_cast<size_t>(r) / 64] |= std::int64_t{1} << (r % 64);
       }
       table.assign(rec * static_cast<size_t>(size()), 0);
       comm::allgather(*comm_, mine.data(), table.data(), static_cast<int>(rec), comm::DType::i64);
-      comm::agree(comm_->raw(), 1u);
     } catch (const comm::FaultDetected&) {
-      ev.agree_ms += ms_between(t2, Steady::now());
-      continue;  // another rank died during the agreement: shrink again
+      have_table = false;
+      revoke_quietly();
     }
+    const auto a = guarded("MPIX_Comm_agree", FaultPhase::agree,
+                           [&] { return comm::agree_uniform(comm_->raw(), have_table ? 1u : 0u); });
     auto t3 = Steady::now();
     ev.agree_ms += ms_between(t2, t3);
+    if (a.flag != 1 || a.failure_noticed) continue;  // the same decision on every survivor
+    auto row = [&](int i) { return table.data() + rec * static_cast<size_t>(i); };
 
     // The event as every survivor sees it.
     ev.survivors = members_;
@@ -310,44 +397,62 @@ const RecoveryEvent& ResilientGroup::recover(std::int64_t step, const std::strin
       ev.culprits.push_back("rank " + std::to_string(r) + " on host " + p.host + " pid " + std::to_string(p.pid));
       if (heartbeat_) heartbeat_->remove(r);
     }
-    // Quorum (recovery/quorum_lost.hpp): go on only with a strict majority of the old group
-    // minus its confirmed deaths. Confirmed-dead ranks are on no side of a partition, so two
-    // sides can never both pass; when every loss is confirmed, any survivor passes.
+    // 3a. quorum (recovery/quorum_lost.hpp): go on only with a strict majority of the old group
+    //     minus its confirmed deaths. Confirmed-dead ranks are on no side of a partition, so two
+    //     sides can never both pass; when every loss is confirmed, any survivor passes.
     std::vector<int> unconfirmed;
     for (int r : ev.failed) {
       bool confirmed = false;
-      for (int i = 0; i < size() && !confirmed; ++i)
-        confirmed = (table[rec * static_cast<size_t>(i) + 3 + static_cast<size_t>(r) / 64] >> (r % 64)) & 1;
+      for (int i = 0; i < size() && !confirmed; ++i) confirmed = (row(i)[5 + static_cast<size_t>(r) / 64] >> (r % 64)) & 1;
       if (!confirmed) unconfirmed.push_back(r);
     }
     const size_t eligible = before.size() - (ev.failed.size() - unconfirmed.size());
     if (2 * static_cast<size_t>(size()) <= eligible) {
       quorum_lost_ = true;
-      throw QuorumLost(members_, ev.failed, unconfirmed, static_cast<int>(before.size()));
+      QuorumLost q(members_, ev.failed, unconfirmed, static_cast<int>(before.size()));
+      job_record::quorum_lost(my_original_rank_, q.what());
+      throw q;
     }
+    // 3b. a job-level error: the lowest rank that raised one names it, on every survivor.
+    for (int i = 0; i < size(); ++i)
+      if (row(i)[3] != 0) {
+        const char* text = reinterpret_cast<const char*>(row(i) + msg_at);
+        throw JobError(static_cast<ExitStatus>(row(i)[3]), static_cast<int>(row(i)[0]), row(i)[4],
+                       std::string(text, strnlen(text, kMessageBytes)), true);
+      }
     ev.committed.assign(static_cast<size_t>(size()), 0);
-    for (int i = 0; i < size(); ++i) ev.committed[static_cast<size_t>(i)] = table[rec * static_cast<size_t>(i) + 1];
-    ev.committed_min = ev.committed_max = table[1];
-    std::int64_t first_notice = table[2];
+    for (int i = 0; i < size(); ++i) ev.committed[static_cast<size_t>(i)] = row(i)[1];
+    ev.committed_min = ev.committed_max = row(0)[1];
+    std::int64_t first_notice = row(0)[2];
     for (int i = 0; i < size(); ++i) {
-      ev.committed_min = std::min(ev.committed_min, table[rec * static_cast<size_t>(i) + 1]);
-      ev.committed_max = std::max(ev.committed_max, table[rec * static_cast<size_t>(i) + 1]);
-      first_notice = std::min(first_notice, table[rec * static_cast<size_t>(i) + 2]);
+      ev.committed_min = std::min(ev.committed_min, row(i)[1]);
+      ev.committed_max = std::max(ev.committed_max, row(i)[1]);
+      first_notice = std::min(first_notice, row(i)[2]);
     }
     std::int64_t fault_ns = -1;
     for (int r : ev.failed)
       if (auto t = FaultInjector::read_fault_time_ns(event_dir_, r)) fault_ns = fault_ns < 0 ? *t : std::min(fault_ns, *t);
     ev.detect_ms = fault_ns >= 0 ? static_cast<double>(first_notice - fault_ns) / 1e6 : -1.0;
 
-    // 4. hooks: re-balance and re-sync on the new group.
+    // 4. hooks: re-balance and re-sync on the new group; then agree that all of them succeeded.
+    bool hooks_ok = true;
     try {
+      injector_.in_phase(FaultPhase::hooks, attempt);
       for (auto& hook : hooks_) hook(*this, ev);
     } catch (const comm::FaultDetected&) {
-      ev.resync_ms += ms_between(t3, Steady::now());
-      continue;
+      hooks_ok = false;
+    } catch (const std::exception& e) {
+      // Not a lost rank: an error in the hook's own work, which the next attempt reports as a
+      // job-level error on every survivor.
+      pending_error_ = PendingError{ExitStatus::job_error, std::string("in a recovery hook: ") + e.what(), step};
+      hooks_ok = false;
     }
+    if (!hooks_ok) revoke_quietly();
+    const auto b = guarded("MPIX_Comm_agree", FaultPhase::agree,
+                           [&] { return comm::agree_uniform(comm_->raw(), hooks_ok ? 1u : 0u); });
     auto t4 = Steady::now();
     ev.resync_ms += ms_between(t3, t4);
+    if (b.flag != 1 || b.failure_noticed) continue;
     const std::int64_t origin = fault_ns >= 0 ? fault_ns : first_notice;
     ev.total_ms = fault_ns >= 0 ? static_cast<double>(wall_ns() - origin) / 1e6
                                 : ms_between(t_notice, t4) + static_cast<double>(notice_ns - first_notice) / 1e6;

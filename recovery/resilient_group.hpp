@@ -2,47 +2,69 @@
 //
 //   ResilientGroup g(MPI_COMM_WORLD, opts);          // collective; starts the heartbeat if asked
 //   for (step = 0; step < n; ++step) {
-//     g.begin_step(step);                            // fault injection + watchdog kick
+//     g.begin_step(step);                            // fault injection + progress watchdog kick
 //     g.run(step, [&](comm::Communicator& c) { comm::allreduce(c, ...); });   // retried on failure
 //     g.set_committed_step(step);
 //   }
+//   while (!g.all_finished()) { ... }                // the survivors agree that all of them are done
 //
 // When any operation throws comm::ProcessFailed or comm::Revoked (both comm::FaultDetected),
-// recover() runs on every survivor:
-//   1. revoke the communicator, so survivors blocked elsewhere on it fail fast and join in;
-//   2. shrink it: a new communicator of the survivors, ranks renumbered in order;
-//   3. agree: the survivors exchange (original rank, last committed step, notice time) over
-//      the new group with our allgather, then confirm with MPIX_Comm_agree (fault tolerant);
-//      failed ranks are those of the old group missing from the new one;
-//   4. install the new communicator and run the recovery hooks (re-balance, state re-sync).
-// A failure during 1-4 (including in a hook) restarts the protocol on the further-shrunk group;
-// the event then reports attempts > 1 and the union of the failed ranks. No rank is special:
-// rank 0 may die; a single survivor goes on alone when the deaths are confirmed.
+// recover() runs on every survivor. Every survivor makes the same sequence of calls that cannot
+// be revoked (MPIX_Comm_agree, MPIX_Comm_shrink), so no two of them ever wait in different ones:
+//   0. revoke the communicator, so survivors blocked elsewhere on it fail fast and join in; then
+//      the entry agreement (flag 0: "I am recovering"; all_finished() enters here with 1);
+//   then one or more attempts of:
+//   1. revoke (again, harmless) and shrink: a new communicator of the survivors, renumbered;
+//   2. exchange (original rank, last committed step, notice time, confirmed deaths, this rank's
+//      job-level error if any) with our allgather, then MPIX_Comm_agree on "everyone has the
+//      table" (uniform: a rank whose allgather failed contributes 0 and all of them retry);
+//   3. a job-level error in the table ends the protocol: every survivor throws the same
+//      JobError (recovery/job_outcome.hpp); quorum lost (below): every survivor of that side
+//      throws QuorumLost;
+//   4. run the recovery hooks (re-balance, state re-sync), then MPIX_Comm_agree on "every hook
+//      succeeded": a failure in a hook makes every survivor retry from 1.
+// No rank is special: rank 0 may die; a single survivor goes on alone when the deaths are confirmed.
 // Quorum (several hosts): a recovery goes on only if the survivors are a strict majority of the
 // old group minus the deaths a survivor confirmed on its own host (from /proc); otherwise it
 // throws QuorumLost on that side (it may be the minority of a network partition;
 // recovery/quorum_lost.hpp). On one host every death is confirmed, so it never triggers there.
 //
+// Job-level errors: fail_job() is for an error any rank in this role would hit (a checkpoint
+// folder that cannot be written, a bad value only rank 0 checks, an exception): the rank revokes
+// the communicator and enters the protocol carrying the error, and every survivor throws the
+// same JobError, instead of excluding the rank and handing the same error to the next one.
+//
+// Deadlines (nothing waits forever): each wait in comm/ has comm_timeout_s; each MPIX_Comm_shrink
+// and MPIX_Comm_agree has ulfm_timeout_s (recovery/call_deadline.hpp: past it, a rank leaves by
+// itself unless the heartbeat shows a peer that has not reached the call yet); with
+// progress_timeout > 0, a rank whose loop calls begin_step() less often than that SIGKILLs itself
+// (recovery/progress_watchdog.hpp).
 // Hangs: with hang_timeout > 0, an authenticated UDP heartbeat (recovery/heartbeat.hpp) fences a
 // silent rank on the same host with SIGKILL, turning the hang into a failure ULFM reports.
 // Exit guard: Open MPI 5's runtime does not report a process that exits with a non-zero status
 // without MPI_Finalize to ULFM: the survivors would wait forever. The first ResilientGroup
-// installs an atexit handler that turns such an exit (MPI initialized, not finalized) into
-// SIGKILL, which ULFM reports like any other death.
-// Without ULFM (comm::has_ulfm() false) construction works but recover() throws NotSupported.
+// installs an exit handler that turns such an exit (MPI initialized, not finalized) into SIGKILL,
+// which ULFM reports like any other death, after recording it in the job folder
+// (recovery/job_outcome.hpp, which also records crashes).
+// Without ULFM (comm::has_ulfm() false) construction works, recover() throws NotSupported and
+// fail_job() throws an unagreed JobError on this rank alone.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.hpp"
 #include "comm/errors.hpp"
 #include "recovery/fault_injector.hpp"
+#include "recovery/call_deadline.hpp"
 #include "recovery/heartbeat.hpp"
+#include "recovery/job_outcome.hpp"
+#include "recovery/progress_watchdog.hpp"
 #include "recovery/quorum_lost.hpp"
 #include "recovery/recovery_event.hpp"
 
@@ -56,6 +78,10 @@ struct GroupOptions {
   bool fence = true;
   // Deadline of each communication wait (0 = comm's default, FTCC_COMM_TIMEOUT_S or 300 s).
   double comm_timeout_s = 0;
+  // Deadline of each MPIX_Comm_shrink / MPIX_Comm_agree (0 = FTCC_ULFM_TIMEOUT_S or 60 s; < 0 off).
+  double ulfm_timeout_s = 0;
+  // A rank that goes this long without begin_step() SIGKILLs itself (0 = off).
+  std::chrono::milliseconds progress_timeout{0};
   // Faults to inject (recovery/fault_spec.hpp); only this rank's fire.
   std::vector<FaultSpec> faults;
   // Append one JSON line per recovery to this file (written by the new rank 0); "" = none.
@@ -94,8 +120,23 @@ class ResilientGroup {
   std::int64_t committed_step() const { return committed_step_; }
 
   // Hooks run after each new group is installed, in the order added. They may communicate on
-  // the new group; a FaultDetected thrown from a hook restarts the protocol.
+  // the new group; a FaultDetected thrown from a hook restarts the protocol; any other exception
+  // becomes a job-level error (every survivor throws JobError). Hooks capture the caller's
+  // state: clear them before that state goes away (run_job() does).
   void add_recovery_hook(Hook hook) { hooks_.push_back(std::move(hook)); }
+  void clear_recovery_hooks() { hooks_.clear(); }
+
+  // This rank hit an error that any rank in its role would hit: stop the job, once. Revokes the
+  // communicator and runs the protocol carrying (status, message); every survivor (this one
+  // included) then throws the same JobError naming this rank. See the top of the file.
+  [[noreturn]] void fail_job(ExitStatus status, const std::string& message);
+
+  // Call when this rank's loop is done. Returns true when every survivor's is (uniformly, by
+  // MPIX_Comm_agree); false after a recovery ran because some rank was not done or a rank died:
+  // then re-check the loop condition (the hooks may have rolled this rank forward) and loop.
+  // The ranks that finished the last step of a loop and the ranks whose last step failed meet
+  // here instead of waiting in different calls.
+  bool all_finished();
 
   // Runs fn(comm) for `step` of a loop in which every rank calls run() once per step, in order.
   // After a fault it recovers and reruns fn on the survivors, unless a survivor had already
@@ -125,6 +166,17 @@ class ResilientGroup {
  private:
   void bootstrap(MPI_Comm parent);
   void install_fault_hook();
+  // The attempts of the protocol (steps 1-4 at the top), after the entry agreement.
+  const RecoveryEvent& recover_attempts(std::int64_t step, const std::string& cause);
+  // Runs an uninterruptible ULFM call under the deadline, counting it for the heartbeat.
+  template <class F>
+  auto guarded(const char* call, FaultPhase phase, F&& f);
+
+  struct PendingError {
+    ExitStatus status;
+    std::string message;
+    std::int64_t step;
+  };
 
   GroupOptions opt_;
   std::unique_ptr<comm::Communicator> comm_;
@@ -140,6 +192,10 @@ class ResilientGroup {
   std::unique_ptr<Heartbeat> heartbeat_;
   std::vector<Hook> hooks_;
   std::vector<RecoveryEvent> events_;
+  std::optional<PendingError> pending_error_;
+  std::uint32_t ulfm_calls_ = 0;  // MPIX_Comm_shrink/agree calls entered (same on every survivor)
+  std::unique_ptr<CallDeadline> deadline_;
+  std::unique_ptr<ProgressWatchdog> watchdog_;
 };
 
 }  // namespace ftcc::recovery

@@ -3,9 +3,12 @@
 //   tools/ftcc-run -n 4 build/tools/ftcc-train --dataset digits --layers 64,64,10 --epochs 20
 //       --inject kill:rank=2:step=40            (one command line)
 //
-// Exit status: 0 on success (also after recoveries), 2 for bad flags or configuration (one
-// clear line naming the problem; nothing written), 1 for anything else. Without ULFM fault
-// tolerance (plain mpirun) it refuses to start unless --no-fault-tolerance is given.
+// Exit status (recovery/job_outcome.hpp; docs/reliability.md, "Exit statuses"): 0 when the
+// training finished (also after recoveries), 2 for bad flags or configuration (one clear line
+// naming the problem; nothing written), 3 quorum lost, 4 a job-level error (one line naming it
+// and the rank that saw it), 1 for a rank that left on a deadline. Ranks killed or crashed leave
+// no status: tools/ftcc-run reports them (5, 6). Without ULFM fault tolerance (plain mpirun)
+// it refuses to start unless --no-fault-tolerance is given.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -23,6 +26,7 @@
 #include "comm/ulfm.hpp"
 #include "recovery/fault_spec.hpp"
 #include "recovery/resilient_group.hpp"
+#include "recovery/run_job.hpp"
 #include "train/dp_trainer.hpp"
 #include "train/pp_trainer.hpp"
 #include "train/tp_trainer.hpp"
@@ -150,11 +154,18 @@ bool rank0_accepts(const std::string& error, int rank) {
 int main(int argc, char** argv) {
   ftcc::train::TrainConfig cfg;
   bool no_fault_tolerance = false;
+  double ulfm_timeout_s = 0, progress_timeout_s = 0;  // 0: FTCC_ULFM_TIMEOUT_S or 60 s; off
   CLI::App app{"ftcc-train: training that survives failed ranks (run it under tools/ftcc-run)"};
   add_flags(app, cfg);
   app.add_flag("--no-fault-tolerance", no_fault_tolerance,
                "train even when ULFM fault tolerance is off (plain mpirun, or an MPI without ULFM), which is "
                "otherwise refused; a failed rank then ends the job. No effect under tools/ftcc-run");
+  app.add_option("--ulfm-timeout", ulfm_timeout_s,
+                 "seconds a rank may wait in MPIX_Comm_shrink/agree before it leaves by itself (default: FTCC_ULFM_TIMEOUT_S, else 60)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--progress-timeout", progress_timeout_s,
+                 "a rank that starts no step for this many seconds SIGKILLs itself (0 = off, the default)")
+      ->check(CLI::NonNegativeNumber);
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       if (first_rank()) std::printf("%s", app.help().c_str());
@@ -190,36 +201,17 @@ int main(int argc, char** argv) {
   if (!ft_off.empty() && rank == 0)
     std::fprintf(stderr, "ftcc-train: warning: ULFM fault tolerance is off in this run (%s; --no-fault-tolerance): a failed rank ends the job\n",
                  ft_off.c_str());
-  int rc = 0;
-  try {
-    ftcc::recovery::GroupOptions go;
-    go.hang_timeout = std::chrono::milliseconds(static_cast<long long>(cfg.hang_timeout_s * 1000));
-    go.faults = ftcc::recovery::parse_fault_specs(cfg.inject);
-    go.verbose = false;  // the trainer's log prints each recovery
-    ftcc::recovery::ResilientGroup group(MPI_COMM_WORLD, go);
+  ftcc::recovery::GroupOptions go;
+  go.hang_timeout = std::chrono::milliseconds(static_cast<long long>(cfg.hang_timeout_s * 1000));
+  go.ulfm_timeout_s = ulfm_timeout_s;
+  go.progress_timeout = std::chrono::milliseconds(static_cast<long long>(progress_timeout_s * 1000));
+  go.faults = ftcc::recovery::parse_fault_specs(cfg.inject);  // validated above
+  go.verbose = false;  // the trainer's log prints each recovery
+  // Exit statuses (recovery/job_outcome.hpp): 0 finished, 2 configuration error, 3 quorum lost,
+  // 4 job-level error (agreed by every survivor, one line), 1 a rank that left on a deadline.
+  return ftcc::recovery::run_job(MPI_COMM_WORLD, go, [&](ftcc::recovery::ResilientGroup& group) {
     if (cfg.parallel == "pp") ftcc::train::train_pipeline_parallel(cfg, group);
     else if (cfg.parallel == "tp") ftcc::train::train_tensor_parallel(cfg, group);
     else ftcc::train::train_data_parallel(cfg, group);
-  } catch (const ftcc::InvalidArgument& e) {
-    // Configuration errors are found identically on every rank: one message, status 2.
-    if (rank == 0) std::fprintf(stderr, "ftcc-train: %s\n", e.what());
-    rc = 2;
-  } catch (const ftcc::train::TrainingStateLost&) {
-    // Found identically by every survivor (and printed by the new rank 0): leave together.
-    rc = 1;
-  } catch (const ftcc::recovery::QuorumLost& e) {
-    // This side of a partition holds no majority: it stops, writes nothing more, and leaves
-    // without MPI_Finalize (the majority it cannot reach would never join it there).
-    std::fprintf(stderr, "ftcc-train: rank %d: %s\n", rank, e.what());
-    std::fflush(stderr);
-    return 3;
-  } catch (const std::exception& e) {
-    // An error on this rank alone: leave without MPI_Finalize (which would wait for the others).
-    // The exit guard of the ResilientGroup turns that into a process failure, so the other
-    // ranks recover without this one instead of hanging.
-    std::fprintf(stderr, "ftcc-train: error: %s\n", e.what());
-    return 1;
-  }
-  MPI_Finalize();
-  return rc;
+  }, {.name = "ftcc-train"});
 }

@@ -1,0 +1,79 @@
+#include "recovery/run_job.hpp"
+
+#include <cstdio>
+#include <memory>
+
+#include "comm/errors.hpp"
+#include "recovery/job_outcome.hpp"
+#include "recovery/quorum_lost.hpp"
+
+namespace ftcc::recovery {
+namespace {
+
+// This rank leaves alone, without MPI_Finalize (the others would wait for it there).
+int leave(const JobOptions& job, int rank, ExitStatus status, const std::string& why) {
+  std::fprintf(stderr, "%s: rank %d: %s\n", job.name.c_str(), rank, why.c_str());
+  std::fflush(stderr);
+  return static_cast<int>(status);
+}
+
+}  // namespace
+
+int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<void(ResilientGroup&)>& body,
+            const JobOptions& job) {
+  int world_rank = 0;
+  MPI_Comm_rank(parent, &world_rank);
+  std::unique_ptr<ResilientGroup> g;
+  try {
+    g = std::make_unique<ResilientGroup>(parent, options);
+  } catch (const std::exception& e) {
+    return leave(job, world_rank, ExitStatus::internal, std::string("could not start the fault-tolerant group: ") + e.what());
+  }
+  const int me = g->original_rank();
+  ExitStatus status = ExitStatus::finished;
+  try {
+    try {
+      body(*g);
+      g->clear_recovery_hooks();
+      while (!g->all_finished()) {
+      }
+    } catch (const JobError&) {
+      throw;
+    } catch (const QuorumLost&) {
+      throw;
+    } catch (const comm::Timeout&) {
+      throw;
+    } catch (const comm::FaultDetected& e) {
+      g->clear_recovery_hooks();
+      g->fail_job(ExitStatus::job_error, std::string("a rank was lost where the program does not recover: ") + e.what());
+    } catch (const ftcc::InvalidArgument& e) {
+      g->clear_recovery_hooks();
+      g->fail_job(ExitStatus::config_error, e.what());
+    } catch (const std::exception& e) {
+      g->clear_recovery_hooks();
+      g->fail_job(ExitStatus::job_error, e.what());
+    }
+  } catch (const JobError& e) {
+    status = e.status();
+    if (!e.agreed()) return leave(job, me, status, e.line());  // no ULFM: only this rank knows
+    if (g->rank() == 0) {
+      std::fprintf(stderr, "%s: %s\n", job.name.c_str(), e.line().c_str());
+      std::fflush(stderr);
+      job_record::outcome(status, e.line(), g->initial_size(), g->size());
+    }
+  } catch (const QuorumLost& e) {
+    return leave(job, me, ExitStatus::quorum_lost, e.what());
+  } catch (const comm::Timeout& e) {
+    job_record::left(std::string("deadline: ") + e.what());
+    return leave(job, me, ExitStatus::internal,
+                 std::string(e.what()) + ": leaving so the other ranks can exclude this one");
+  }
+  if (status == ExitStatus::finished && g->rank() == 0)
+    job_record::outcome(status, "finished on " + std::to_string(g->size()) + " of " + std::to_string(g->initial_size()) + " ranks",
+                        g->initial_size(), g->size());
+  g.reset();
+  MPI_Finalize();
+  return static_cast<int>(status);
+}
+
+}  // namespace ftcc::recovery

@@ -1,0 +1,43 @@
+// recovery/run_job.hpp: run a fault-tolerant program as one job with an honest exit status.
+//
+//   int main(int argc, char** argv) {
+//     int provided = 0;
+//     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+//     return ftcc::recovery::run_job(MPI_COMM_WORLD, opts, [&](ftcc::recovery::ResilientGroup& g) {
+//       ... a loop of g.begin_step / g.run / g.set_committed_step ...
+//     });                                   // finalizes MPI; returns the exit status for main
+//   }
+//
+// run_job builds the ResilientGroup, runs body(group) and ends the job the same way on every
+// survivor (recovery/job_outcome.hpp has the statuses):
+//  - body returned: the survivors agree that all of them are done (ResilientGroup::all_finished,
+//    recovering if a rank died at the very end), the final group's rank 0 records the outcome,
+//    every survivor finalizes; status 0.
+//  - an exception left body on some rank (ftcc::InvalidArgument -> 2, anything else -> 4): it is
+//    a job-level error: ResilientGroup::fail_job agrees on it, the final group's rank 0 prints
+//    one line "NAME: job error on rank R at step S: what" and records it, every survivor
+//    finalizes and returns the status. A JobError thrown by the protocol inside body is the same.
+//  - QuorumLost (3) or comm::Timeout (a wait past its deadline: 1): this rank alone is in
+//    trouble; it prints one line naming itself and leaves without MPI_Finalize, which the exit
+//    guard turns into a process failure the others recover from.
+// Ranks killed or crashed leave no status; tools/ftcc-run reports them from the job folder.
+// body's recovery hooks are cleared before the end (they may capture body's locals).
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <string>
+
+#include "recovery/resilient_group.hpp"
+
+namespace ftcc::recovery {
+
+struct JobOptions {
+  std::string name = "ftcc";  // prefix of the lines run_job prints ("ftcc-train")
+};
+
+int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<void(ResilientGroup&)>& body,
+            const JobOptions& job = {});
+
+}  // namespace ftcc::recovery
