@@ -136,11 +136,12 @@ void install_crash_handler() {
 }  // namespace
 
 const std::string& dir() {
-  static const std::string d = [] {
+  // Never destroyed: the exit handlers that write records run after static destructors.
+  static const std::string* d = [] {
     const char* v = std::getenv("FTCC_JOB_DIR");  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
-    return std::string(v ? v : "");
+    return new std::string(v ? v : "");  // NOLINT(cppcoreguidelines-owning-memory): intentionally leaked
   }();
-  return d;
+  return *d;
 }
 
 void started(int original_rank) {
@@ -164,6 +165,11 @@ void outcome(ExitStatus status, const std::string& line, int world_initial, int 
 
 void quorum_lost(int original_rank, const std::string& line) {
   write_atomically("rank-" + std::to_string(original_rank) + ".quorum", line + "\n");
+}
+
+void exited(int status) {
+  if (g_rank < 0) return;
+  write_atomically("rank-" + std::to_string(g_rank) + ".exited", "status " + std::to_string(status) + "\n");
 }
 
 void left(const std::string& how) {

@@ -15,7 +15,8 @@
 // Records: under tools/ftcc-run the environment names a fresh job folder (FTCC_JOB_DIR). The
 // first ResilientGroup of each rank writes rank-R.started and installs a crash handler that
 // writes rank-R.crashed (the signal) before the process dies; a rank that leaves without MPI_Finalize
-// (the exit guard, a deadline) writes rank-R.left saying how; QuorumLost writes rank-R.quorum;
+// (the exit guard, a deadline) writes rank-R.left saying how, one that exits after MPI_Finalize
+// writes rank-R.exited; QuorumLost writes rank-R.quorum;
 // the final group's rank 0 writes `outcome` (status and one line), atomically (temp + rename).
 // ftcc-run reads them because Open MPI's mpirun, under --with-ft ulfm, ignores killed ranks:
 // a job whose every rank died would otherwise exit 0. Without FTCC_JOB_DIR nothing is written.
@@ -74,6 +75,8 @@ void outcome(ExitStatus status, const std::string& line, int world_initial, int 
 void quorum_lost(int original_rank, const std::string& line);
 // This process is leaving without MPI_Finalize, and how ("exited with status 1", "deadline ...").
 void left(const std::string& how);
+// This process exits with `status` after MPI_Finalize: mpirun reports its status itself.
+void exited(int status);
 
 }  // namespace job_record
 

@@ -83,6 +83,7 @@ void exit_without_finalize_guard(int status, void*) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
+  if (finalized) job_record::exited(status);
   if (!initialized || finalized) return;
   std::fprintf(stderr, "ftcc: process exiting with status %d without MPI_Finalize: turning it into a process "
                        "failure (SIGKILL) so the survivors can recover\n", status);

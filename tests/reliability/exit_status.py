@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""What fails -> what the user sees: one case per row of docs/reliability.md, "Exit statuses".
+
+    exit_status.py BUILD_DIR CASE
+
+Each case runs a real job under tools/ftcc-run (ftcc-train, or tests/reliability/
+exit_status_prog.cpp, an embedding program built on recovery/run_job.hpp) and checks:
+  * the exit status of tools/ftcc-run (recovery/job_outcome.hpp has the contract);
+  * the line printed: it appears exactly once (an agreed error is reported once, not per rank);
+  * the recovery events: the number in the FTCC_SUMMARY line, and no "recovery:" line where a
+    job-level error must not look like a lost rank;
+  * the checkpoint folder and the JSON log: every file that existed before is byte-identical
+    after (SHA-256) and the log's old content is still its prefix; a run that fails adds no
+    checkpoint.
+Faults are real: SIGSEGV by an invalid write, SIGKILL, exit(), a rank stuck in a ULFM call.
+"""
+import hashlib, json, os, shutil, subprocess, sys, tempfile
+
+build, case = os.path.abspath(sys.argv[1]), sys.argv[2]
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUN = os.path.join(root, "tools", "ftcc-run")
+TRAIN = os.path.join(build, "tools", "ftcc-train")
+PROG = os.path.join(build, "tests", "reliability", "exit_status_prog")
+MODEL = ["--dataset", "digits", "--layers", "64,32,10", "--batch", "64", "--lr", "0.05", "--quiet"]
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def snapshot(folder):
+    out = {}
+    for dirpath, _, files in os.walk(folder):
+        for f in files:
+            path = os.path.join(dirpath, f)
+            if os.path.islink(path):
+                continue
+            with open(path, "rb") as fh:
+                out[os.path.relpath(path, folder)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def job(n, *args, timeout=180):
+    cmd = [RUN, "-n", str(n), *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    out = p.stdout + p.stderr
+    summary = None
+    for line in p.stdout.splitlines():
+        if line.startswith("FTCC_SUMMARY "):
+            summary = json.loads(line[len("FTCC_SUMMARY "):])
+    print(f"$ {' '.join(cmd)}\n  exit {p.returncode}")
+    return p.returncode, out, summary
+
+
+def once(out, text):
+    return sum(1 for line in out.splitlines() if text in line) == 1
+
+
+class Workspace:
+    """A checkpoint folder holding a good checkpoint (step 3) and a JSON log, made by a first
+    run; each case works on a copy and compares it before and after."""
+
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="ftcc-exit-status-")
+        self.ck = os.path.join(self.tmp, "ck")
+        self.log = os.path.join(self.tmp, "run.jsonl")
+        rc, out, _ = job(2, TRAIN, *MODEL, "--steps", "3", "--checkpoint-dir", self.ck, "--checkpoint-every", "3",
+                         "--log-json", self.log)
+        if rc != 0:
+            sys.exit("FAIL: preparing the workspace failed\n" + out[-3000:])
+        self.ck_before = snapshot(self.ck)
+        self.log_before = open(self.log, "rb").read()
+
+    def train_args(self):
+        return ["--checkpoint-dir", self.ck, "--log-json", self.log]
+
+    def check_kept(self, new_checkpoints_allowed):
+        after = snapshot(self.ck)
+        check(all(after.get(k) == v for k, v in self.ck_before.items()),
+              "every checkpoint file that existed before is byte-identical")
+        if not new_checkpoints_allowed:
+            check(set(after) == set(self.ck_before), f"no checkpoint file was added ({sorted(set(after) - set(self.ck_before))})")
+        log_after = open(self.log, "rb").read()
+        check(log_after.startswith(self.log_before), "the log's earlier content is intact")
+
+    def __del__(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def expect(rc, want, out, line=None, recoveries=None, summary=None, no_recovery_line=False):
+    check(rc == want, f"exit status {rc} == {want}")
+    if line is not None:
+        check(once(out, line), f"the line '{line}' is printed exactly once")
+    if no_recovery_line:
+        check("recovery:" not in out and "recovered from" not in out, "no recovery was logged")
+    if recoveries is not None:
+        check(summary is not None and len(summary["recoveries"]) == recoveries,
+              f"{recoveries} recovery event(s) in the summary")
+    if failures:
+        print(out[-4000:])
+
+
+if case == "segv_one_rank":
+    w = Workspace()
+    rc, out, s = job(3, TRAIN, *MODEL, "--steps", "12", *w.train_args(), "--inject", "segv:rank=1:step=5")
+    expect(rc, 0, out, line="ftcc: rank 1 crashed: SIGSEGV", recoveries=1, summary=s)
+    check(s is not None and s["world_size_final"] == 2 and s["recoveries"][0]["failed"] == [1], "rank 1 excluded, 3 -> 2")
+    w.check_kept(new_checkpoints_allowed=True)
+
+elif case == "segv_every_rank":
+    w = Workspace()
+    rc, out, _ = job(2, TRAIN, *MODEL, "--steps", "12", *w.train_args(),
+                     "--inject", "segv:rank=0:step=5", "--inject", "segv:rank=1:step=5")
+    expect(rc, 6, out, line="ftcc-run: every rank was lost before the job finished")
+    check("rank 0: crashed (SIGSEGV)" in out and "rank 1: crashed (SIGSEGV)" in out, "the line names each rank's crash")
+    w.check_kept(new_checkpoints_allowed=False)
+
+elif case == "every_rank_killed":
+    w = Workspace()
+    rc, out, _ = job(3, TRAIN, *MODEL, "--steps", "12", *w.train_args(),
+                     *[a for r in range(3) for a in ("--inject", f"kill:rank={r}:step=5")])
+    expect(rc, 5, out, line="ftcc-run: every rank was lost before the job finished")
+    check(out.count("killed (no record") == 3, "the line says each of the 3 ranks was killed")
+    w.check_kept(new_checkpoints_allowed=False)
+
+elif case == "embed_exit_all":
+    rc, out, _ = job(3, PROG, "exit-all")
+    expect(rc, 5, out, line="ftcc-run: every rank was lost before the job finished")
+    check(out.count("exited with status 1 without MPI_Finalize;") == 3, "the line says each rank exited with status 1")
+
+elif case == "embed_loop_kill":
+    rc, out, _ = job(4, PROG, "loop", "kill:rank=2:step=5")
+    expect(rc, 0, out, line="exit_status_prog: 20 steps on 3 of 4 ranks")
+
+elif case == "embed_throw_on_rank1":
+    rc, out, _ = job(3, PROG, "throw-on-rank1")
+    expect(rc, 4, out, line="exit_status_prog: job error on rank 1 at step 5: rank 1 cannot open its input shard",
+           no_recovery_line=True)
+
+elif case.startswith("checkpoint_unwritable_np"):
+    n = int(case[len("checkpoint_unwritable_np"):])
+    w = Workspace()
+    # The next checkpoint's temporary file is /dev/full: every write to it fails with ENOSPC,
+    # as on a full disk. Every rank of any rank count would hit it on rank 0's duty.
+    os.symlink("/dev/full", os.path.join(w.ck, "ckpt-0000000006.safetensors.tmp.tmp"))
+    rc, out, s = job(n, TRAIN, *MODEL, "--steps", "12", "--resume", w.ck, "--checkpoint-every", "3", *w.train_args())
+    expect(rc, 4, out, line="ftcc-train: job error on rank 0", no_recovery_line=True)
+    check("ckpt-0000000006.safetensors.tmp.tmp' failed (disk full?)" in out, "the line names the file and the cause")
+    check(s is None, "no summary: the job did not finish")
+    w.check_kept(new_checkpoints_allowed=False)
+
+elif case == "metrics_bind_rank0_only":
+    w = Workspace()
+    rc, out, _ = job(2, TRAIN, *MODEL, "--steps", "12", *w.train_args(), "--metrics-port", "0", "--metrics-bind", "notanip")
+    expect(rc, 2, out, line="ftcc-train: configuration error on rank 0", no_recovery_line=True)
+    check("'notanip' is not an IP address" in out, "the line names the bad value")
+    w.check_kept(new_checkpoints_allowed=False)
+
+elif case == "throw_on_rank1":
+    w = Workspace()
+    rc, out, _ = job(3, TRAIN, *MODEL, "--steps", "12", *w.train_args(), "--inject", "throw:rank=1:step=5")
+    expect(rc, 4, out, line="ftcc-train: job error on rank 1 at step 5: injected error on rank 1", no_recovery_line=True)
+    w.check_kept(new_checkpoints_allowed=False)
+
+elif case in ("stall_in_shrink", "stall_in_agree"):
+    phase = case[len("stall_in_"):]
+    w = Workspace()
+    call = "MPIX_Comm_shrink" if phase == "shrink" else "MPIX_Comm_agree"
+    rc, out, s = job(4, TRAIN, *MODEL, "--steps", "12", *w.train_args(), "--hang-timeout", "2", "--ulfm-timeout", "3",
+                     "--inject", "kill:rank=2:step=3", "--inject", f"stall:rank=1:step=3:phase={phase}")
+    expect(rc, 0, out, line=f"ftcc: rank 1: {call} did not return within", recoveries=1, summary=s)
+    check(s is not None and sorted(s["recoveries"][0]["failed"]) == [1, 2] and s["world_size_final"] == 2,
+          "the stuck rank left by itself and was excluded with the killed one")
+    w.check_kept(new_checkpoints_allowed=True)
+
+elif case == "stall_without_heartbeat":
+    # Nobody can tell who is stuck: every rank's deadline fires; the job ends, honestly, as lost.
+    rc, out, _ = job(3, TRAIN, *MODEL, "--steps", "12", "--hang-timeout", "0", "--ulfm-timeout", "2",
+                     "--inject", "kill:rank=2:step=3", "--inject", "stall:rank=1:step=3:phase=agree")
+    expect(rc, 5, out, line="ftcc-run: every rank was lost before the job finished")
+    check(out.count("deadline: MPIX_Comm_agree did not return within") == 2, "the line names the call for ranks 0 and 1")
+
+elif case == "hang_in_shrink":
+    rc, out, s = job(4, TRAIN, *MODEL, "--steps", "12", "--hang-timeout", "1.5",
+                     "--inject", "kill:rank=2:step=3", "--inject", "hang:rank=1:step=3:phase=shrink")
+    expect(rc, 0, out, recoveries=None)
+    lost = sorted(r for e in (s or {}).get("recoveries", []) for r in e["failed"])
+    check(lost == [1, 2] and s["world_size_final"] == 2, f"the stopped rank was fenced and excluded ({lost})")
+
+elif case.startswith("kill_in_"):
+    phase = case[len("kill_in_"):]
+    rc, out, s = job(4, TRAIN, *MODEL, "--steps", "12", "--inject", "kill:rank=2:step=3",
+                     "--inject", f"kill:rank=1:step=3:phase={phase}")
+    expect(rc, 0, out)
+    lost = sorted(r for e in (s or {}).get("recoveries", []) for r in e["failed"])
+    check(lost == [1, 2] and s["world_size_final"] == 2 and s["steps"] == 12, f"both ranks excluded, 12 steps done ({lost})")
+
+else:
+    sys.exit(f"unknown case {case}")
+
+print(f"{case}: {'FAIL' if failures else 'PASS'}")
+sys.exit(1 if failures else 0)
