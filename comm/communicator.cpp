@@ -1,5 +1,7 @@
 #include "comm/communicator.hpp"
 
+#include <atomic>
+
 #include <chrono>
 #include <algorithm>
 #include <cstdlib>
@@ -222,8 +224,17 @@ bool P2PRequest::test() {
   return false;
 }
 
+namespace {
+std::atomic<int> g_waits{0};
+}  // namespace
+
+int waits_in_progress() { return g_waits.load(std::memory_order_relaxed); }
+detail::WaitInProgress::WaitInProgress() { g_waits.fetch_add(1, std::memory_order_relaxed); }
+detail::WaitInProgress::~WaitInProgress() { g_waits.fetch_sub(1, std::memory_order_relaxed); }
+
 void P2PRequest::wait(double timeout_s) {
   if (!active_) return;
+  const detail::WaitInProgress waiting;
   const auto start = std::chrono::steady_clock::now();
   const double limit = comm_->resolve_timeout(timeout_s);
   unsigned idle = 0;

@@ -43,6 +43,18 @@ using FaultHook = std::function<void(const char* op, int step)>;
 
 // FTCC_COMM_TIMEOUT_S if set (seconds, > 0), else 300.
 double default_timeout_s();
+// Collectives and point-to-point waits of this process in progress now. Progress watchdogs
+// (recovery/progress_watchdog.hpp) do not count time spent waiting for peers: the deadlines
+// above bound that.
+int waits_in_progress();
+namespace detail {
+struct WaitInProgress {
+  WaitInProgress();
+  ~WaitInProgress();
+  WaitInProgress(const WaitInProgress&) = delete;
+  WaitInProgress& operator=(const WaitInProgress&) = delete;
+};
+}  // namespace detail
 
 struct CommOptions {
   double timeout_s = 0;  // 0: default_timeout_s()

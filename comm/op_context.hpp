@@ -64,6 +64,7 @@ class OpContext {
   const char* op_;
   const FaultHook* hook_;
   Scratch& scratch_;
+  detail::WaitInProgress waiting_;  // the whole collective counts as waiting for peers
   int rank_, size_;
   int step_ = 0;
   unsigned idle_rounds_ = 0;

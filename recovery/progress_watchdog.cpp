@@ -5,8 +5,10 @@
 
 namespace ftcc::recovery {
 
-ProgressWatchdog::ProgressWatchdog(std::chrono::milliseconds timeout, std::string what, std::function<void()> on_fire)
-    : timeout_(timeout), what_(std::move(what)), on_fire_(std::move(on_fire)), last_kick_ns_(now_ns()) {
+ProgressWatchdog::ProgressWatchdog(std::chrono::milliseconds timeout, std::string what, std::function<void()> on_fire,
+                                   std::function<bool()> excused)
+    : timeout_(timeout), what_(std::move(what)), on_fire_(std::move(on_fire)), excused_(std::move(excused)),
+      last_kick_ns_(now_ns()) {
   if (timeout_.count() > 0) thread_ = std::thread([this] { loop(); });
 }
 
@@ -24,6 +26,10 @@ void ProgressWatchdog::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, check_every, [this] { return stop_; })) {
     if (paused_.load() || fired_.load()) continue;
+    if (excused_ && excused_()) {
+      kick();
+      continue;
+    }
     const double idle_s = static_cast<double>(now_ns() - last_kick_ns_.load()) * 1e-9;
     if (idle_s * 1000.0 < static_cast<double>(timeout_.count())) continue;
     fired_.store(true);

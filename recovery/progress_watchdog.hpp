@@ -21,8 +21,10 @@ namespace ftcc::recovery {
 class ProgressWatchdog {
  public:
   // on_fire replaces the default action (SIGKILL self) — tests use it to observe the decision.
+  // excused(): true while the thread legitimately waits on others (in a collective, bounded by
+  // comm's own deadlines); that time does not count as lost progress.
   explicit ProgressWatchdog(std::chrono::milliseconds timeout, std::string what = "training loop",
-                            std::function<void()> on_fire = {});
+                            std::function<void()> on_fire = {}, std::function<bool()> excused = {});
   ~ProgressWatchdog();
   ProgressWatchdog(const ProgressWatchdog&) = delete;
   ProgressWatchdog& operator=(const ProgressWatchdog&) = delete;
@@ -45,6 +47,7 @@ class ProgressWatchdog {
   std::chrono::milliseconds timeout_;
   std::string what_;
   std::function<void()> on_fire_;
+  std::function<bool()> excused_;
   std::atomic<std::int64_t> last_kick_ns_;
   std::atomic<bool> paused_{false}, fired_{false};
   std::mutex mu_;

@@ -222,8 +222,13 @@ void ResilientGroup::bootstrap(MPI_Comm parent) {
         std::chrono::milliseconds(static_cast<long long>(ulfm_s * 1000)), my_original_rank_,
         [this](std::uint64_t seq) { return heartbeat_ ? heartbeat_->peer_behind(static_cast<std::uint32_t>(seq)) : -1; });
   if (opt_.progress_timeout.count() > 0)
-    watchdog_ = std::make_unique<ProgressWatchdog>(opt_.progress_timeout,
-                                                   "loop of rank " + std::to_string(my_original_rank_) + " (begin_step)");
+    watchdog_ = std::make_unique<ProgressWatchdog>(
+        opt_.progress_timeout, "loop of rank " + std::to_string(my_original_rank_) + " (begin_step)",
+        [] {
+          job_record::left("progress watchdog: no step began within --progress-timeout");
+          std::raise(SIGKILL);
+        },
+        [] { return comm::waits_in_progress() > 0; });
 }
 
 void ResilientGroup::install_fault_hook() {

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "comm/collectives.hpp"
@@ -36,6 +38,7 @@ struct Plan {
   Op op = Op::ring;
   std::size_t count = 4099;  // several ring segments with the small segment size below
   std::chrono::milliseconds hang_timeout{0};
+  double ulfm_timeout_s = 0;
 };
 
 struct Outcome {
@@ -50,7 +53,15 @@ Outcome run_plan(const Plan& plan) {
   opt.faults = fr::parse_fault_specs(plan.faults);
   opt.hang_timeout = plan.hang_timeout;
   opt.comm_timeout_s = 60;
+  opt.ulfm_timeout_s = plan.ulfm_timeout_s;
   fr::ResilientGroup g(MPI_COMM_WORLD, opt);
+  // A hook that communicates, as real ones do (state re-sync): phase=hooks faults land in a
+  // protocol whose hooks are busy on the new group.
+  g.add_recovery_hook([](fr::ResilientGroup& grp, const fr::RecoveryEvent& ev) {
+    std::int64_t n = 1;
+    fc::allreduce(grp.comm(), fc::kInPlace, &n, 1, fc::DType::i64, fc::ReduceOp::sum);
+    ASSERT_EQ(n, ev.new_size);
+  });
   const auto t0 = std::chrono::steady_clock::now();
   static std::vector<double> buf;  // static: see docs/collectives.md on abandoned sends
   buf.assign(plan.count, 0.0);
@@ -86,6 +97,23 @@ Outcome run_plan(const Plan& plan) {
     if (!ran) ++out_skipped;  // the others finished this step while this rank was behind
     g.set_committed_step(step);
   }
+  while (!g.all_finished()) {
+  }
+  // Every survivor ends with the same members, the same committed step and the same events
+  // (failed ranks, survivors, step, attempts): the protocol's decisions are uniform.
+  std::string mine = "members";
+  for (int r : g.members()) mine += " " + std::to_string(r);
+  mine += " committed " + std::to_string(g.committed_step());
+  for (const auto& e : g.events()) {
+    mine += " | step " + std::to_string(e.step) + " attempts " + std::to_string(e.attempts) + " failed";
+    for (int r : e.failed) mine += " " + std::to_string(r);
+    mine += " survivors";
+    for (int r : e.survivors) mine += " " + std::to_string(r);
+  }
+  const auto digest = static_cast<std::int64_t>(std::hash<std::string>{}(mine));
+  std::vector<std::int64_t> all(static_cast<size_t>(g.size()));
+  fc::allgather(g.comm(), &digest, all.data(), 1, fc::DType::i64);
+  for (int r = 0; r < g.size(); ++r) EXPECT_EQ(all[static_cast<size_t>(r)], all[0]) << "rank " << g.members()[static_cast<size_t>(r)] << " differs from rank " << g.members()[0] << "; mine: " << mine;
   Outcome out;
   out.skipped = out_skipped;
   EXPECT_LE(out.skipped, static_cast<int>(g.events().size())) << "a rank can fall behind by one step per failure only";
@@ -156,6 +184,39 @@ TEST(Recovery, KillThreeOfFourOneAfterAnother) {
 TEST(Recovery, KillInsideRecovery) {
   // rank 1 dies at step 4; rank 2 dies inside the recovery that follows.
   auto o = run_plan({{"kill:rank=1:step=4", "kill:rank=2:step=4:phase=recovery"}});
+  EXPECT_EQ(o.final_size, world_size() - 2);
+  EXPECT_EQ(all_failed(o), (std::vector<int>{1, 2}));
+}
+
+// A kill at each point of the recovery protocol that another kill at the same step starts.
+TEST(Recovery, KillInsideShrink) {
+  auto o = run_plan({{"kill:rank=1:step=4", "kill:rank=2:step=4:phase=shrink"}});
+  EXPECT_EQ(o.final_size, world_size() - 2);
+  EXPECT_EQ(all_failed(o), (std::vector<int>{1, 2}));
+}
+
+TEST(Recovery, KillInsideAgree) {
+  auto o = run_plan({{"kill:rank=1:step=4", "kill:rank=2:step=4:phase=agree"}});
+  EXPECT_EQ(o.final_size, world_size() - 2);
+  EXPECT_EQ(all_failed(o), (std::vector<int>{1, 2}));
+}
+
+TEST(Recovery, KillInsideHooks) {
+  auto o = run_plan({{"kill:rank=1:step=4", "kill:rank=2:step=4:phase=hooks"}});
+  EXPECT_EQ(o.final_size, world_size() - 2);
+  EXPECT_EQ(all_failed(o), (std::vector<int>{1, 2}));
+  ASSERT_EQ(o.events.size(), 1u);
+  EXPECT_GE(o.events[0].attempts, 2) << "the hooks failed on the first new group, so the protocol ran again";
+}
+
+TEST(Recovery, StuckInShrinkLeavesByDeadline) {
+  // rank 2 stops making progress just before its MPIX_Comm_shrink (threads alive). Its own 2 s
+  // deadline makes it leave; the others see through the heartbeat that it never entered the
+  // call, so they wait for it instead of leaving themselves.
+  Plan p{{"kill:rank=1:step=4", "stall:rank=2:step=4:phase=shrink"}, 8, Op::ring};
+  p.hang_timeout = 1500ms;
+  p.ulfm_timeout_s = 2;
+  auto o = run_plan(p);
   EXPECT_EQ(o.final_size, world_size() - 2);
   EXPECT_EQ(all_failed(o), (std::vector<int>{1, 2}));
 }

@@ -176,6 +176,12 @@ elif case in ("stall_in_shrink", "stall_in_agree"):
           "the stuck rank left by itself and was excluded with the killed one")
     w.check_kept(new_checkpoints_allowed=True)
 
+elif case == "stall_in_step":
+    # A rank stuck in its own code (not in MPI): the progress watchdog turns it into a failure.
+    rc, out, s = job(3, TRAIN, *MODEL, "--steps", "12", "--progress-timeout", "2", "--inject", "stall:rank=1:step=4")
+    expect(rc, 0, out, line="ftcc: watchdog: no progress in the loop of rank 1", recoveries=1, summary=s)
+    check(s is not None and s["recoveries"][0]["failed"] == [1], "the stuck rank was excluded")
+
 elif case == "stall_without_heartbeat":
     # Nobody can tell who is stuck: every rank's deadline fires; the job ends, honestly, as lost.
     rc, out, _ = job(3, TRAIN, *MODEL, "--steps", "12", "--hang-timeout", "0", "--ulfm-timeout", "2",
