@@ -29,7 +29,9 @@ void Adam::step() {
                        static_cast<float>(options_.weight_decay),
                        options_.decoupled_weight_decay,
                        static_cast<float>(1.0 - std::pow(options_.beta1, t)),
-                       static_cast<float>(1.0 - std::pow(options_.beta2, t))};
+                       static_cast<float>(1.0 - std::pow(options_.beta2, t)),
+                       static_cast<float>(1.0 - options_.beta1),
+                       static_cast<float>(1.0 - options_.beta2)};
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i].second;
     tensor::adam_update(p, p.grad(), m_[i], v_[i], u);

@@ -57,7 +57,7 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& m_t, con
   if (param.device() == Device::CUDA) {
 #if FTCC_HAVE_CUDA
     cuda::adam_step(n, p, g, m, v, u.lr, u.beta1, u.beta2, u.eps, u.weight_decay, u.decoupled, u.bias_correction1,
-                    u.bias_correction2);
+                    u.bias_correction2, u.one_minus_beta1, u.one_minus_beta2);
     return;
 #endif
   }
@@ -67,8 +67,8 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& m_t, con
       if (u.decoupled) pi *= 1.0f - u.lr * u.weight_decay;
       else gi += u.weight_decay * pi;
     }
-    float mi = u.beta1 * m[i] + (1.0f - u.beta1) * gi;
-    float vi = u.beta2 * v[i] + (1.0f - u.beta2) * gi * gi;
+    float mi = u.beta1 * m[i] + u.one_minus_beta1 * gi;
+    float vi = u.beta2 * v[i] + u.one_minus_beta2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
     float denom = std::sqrt(vi / u.bias_correction2) + u.eps;

@@ -20,10 +20,13 @@ struct SgdUpdate {
 };
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdUpdate& u);
 
+// one_minus_beta1/2 are computed in double by the caller: in float, 1.0f - 0.999f is 1.29e-5
+// (relative) too small, which every step's second moment would carry.
 struct AdamUpdate {
   float lr, beta1, beta2, eps, weight_decay;
   bool decoupled;
   float bias_correction1, bias_correction2;
+  float one_minus_beta1, one_minus_beta2;
 };
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamUpdate& u);
 

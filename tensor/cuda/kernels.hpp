@@ -51,6 +51,7 @@ void mse_backward(i64 n, const T* p, const T* t, const T* g, T* gp);
 void sgd_step(i64 n, float* param, const float* grad, float* momentum_buf, float lr, float momentum,
               float dampening, float weight_decay, bool nesterov, bool first_step);
 void adam_step(i64 n, float* param, const float* grad, float* m, float* v, float lr, float beta1, float beta2,
-               float eps, float weight_decay, bool decoupled, float bias_correction1, float bias_correction2);
+               float eps, float weight_decay, bool decoupled, float bias_correction1, float bias_correction2,
+               float one_minus_beta1, float one_minus_beta2);
 
 }  // namespace ftcc::tensor::cuda

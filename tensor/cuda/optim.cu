@@ -28,7 +28,7 @@ __global__ void sgd_k(i64 n, float* __restrict__ p, const float* __restrict__ g,
 
 __global__ void adam_k(i64 n, float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
                        float* __restrict__ v, float lr, float b1, float b2, float eps, float wd, bool decoupled,
-                       float bc1, float bc2) {
+                       float bc1, float bc2, float omb1, float omb2) {
   for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<i64>(gridDim.x) * blockDim.x) {
     float pi = p[i], gi = g[i];
@@ -36,8 +36,8 @@ __global__ void adam_k(i64 n, float* __restrict__ p, const float* __restrict__ g
       if (decoupled) pi *= 1.0f - lr * wd;
       else gi += wd * pi;
     }
-    float mi = b1 * m[i] + (1.0f - b1) * gi;
-    float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+    float mi = b1 * m[i] + omb1 * gi;  // 1 - beta, computed in double by the caller
+    float vi = b2 * v[i] + omb2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
     float denom = sqrtf(vi / bc2) + eps;
@@ -56,10 +56,11 @@ void sgd_step(i64 n, float* param, const float* grad, float* momentum_buf, float
 }
 
 void adam_step(i64 n, float* param, const float* grad, float* m, float* v, float lr, float beta1, float beta2,
-               float eps, float weight_decay, bool decoupled, float bias_correction1, float bias_correction2) {
+               float eps, float weight_decay, bool decoupled, float bias_correction1, float bias_correction2,
+               float one_minus_beta1, float one_minus_beta2) {
   if (n == 0) return;
   adam_k<<<detail::grid_for(n, 256), 256>>>(n, param, grad, m, v, lr, beta1, beta2, eps, weight_decay, decoupled,
-                                             bias_correction1, bias_correction2);
+                                             bias_correction1, bias_correction2, one_minus_beta1, one_minus_beta2);
   FTCC_CUDA_CHECK_LAUNCH();
 }
 

@@ -146,6 +146,29 @@ TEST(Adam, AdamAndAdamWMatchTheReference) {
   }
 }
 
+TEST(Adam, SecondMomentKeepsOneMinusBetaExact) {
+  // v after one step is (1 - beta2) g^2. With 1 - beta2 computed in float (1.0f - 0.999f) it is
+  // 1.29e-5 too small (relative): far above float's 6e-8, which this bound allows for.
+  const int n = 5;
+  std::vector<float> ones(n, 1.0f), gs = {0.5f, -1.25f, 2.0f, 3.0f, -0.75f};
+  Tensor p = Tensor::from_vector({n}, std::span<const float>(ones));
+  p.requires_grad_();
+  optim::Adam opt(nn::NamedTensors{{"p", p}}, optim::AdamOptions{.lr = 0.01});
+  p.grad().copy_(Tensor::from_vector({n}, std::span<const float>(gs)));
+  opt.step();
+  Tensor v, m;
+  for (const auto& [name, t] : opt.state_dict()) {
+    if (name == "p.exp_avg_sq") v = t;
+    if (name == "p.exp_avg") m = t;
+  }
+  const auto vv = v.to_vector(), mm = m.to_vector();
+  for (int i = 0; i < n; ++i) {
+    const double g = gs[static_cast<size_t>(i)];
+    EXPECT_NEAR(vv[static_cast<size_t>(i)], (1 - 0.999) * g * g, 1e-6 * (1 - 0.999) * g * g) << i;
+    EXPECT_NEAR(mm[static_cast<size_t>(i)], (1 - 0.9) * g, 1e-6 * std::abs((1 - 0.9) * g)) << i;
+  }
+}
+
 TEST(Optimizer, StateDictIsLiveAndLoadable) {
   auto m = nn::mlp({3, 2}, nn::Activation::ReLU, 1);
   optim::Adam a(m->named_parameters(), {});
