@@ -106,9 +106,31 @@ double ulfm_timeout_of(double opt) {
 // Fixed room for a job-level error's message in the agreement table (bytes, multiple of 8).
 constexpr size_t kMessageBytes = 512;
 
+// Options that cannot work, refused before any communication (so identically on every rank).
+void validate(const GroupOptions& o, int world) {
+  using ms = std::chrono::milliseconds;
+  if (o.hang_timeout.count() < 0) throw ftcc::InvalidArgument("hang timeout must be >= 0 (0 turns the heartbeat off)");
+  if (o.hang_timeout.count() > 0) {
+    const ms period = o.heartbeat_period.count() > 0 ? o.heartbeat_period : std::clamp(o.hang_timeout / 8, ms(20), ms(1000));
+    const ms least = std::max(ms(100), 4 * period);
+    if (o.hang_timeout < least)
+      throw ftcc::InvalidArgument("hang timeout " + std::to_string(o.hang_timeout.count()) + " ms is too short for a heartbeat every " +
+                                  std::to_string(period.count()) + " ms: healthy ranks would be fenced; use at least " +
+                                  std::to_string(least.count()) + " ms, or 0 to turn the heartbeat off");
+  }
+  for (const auto& f : o.faults)
+    if (f.rank >= world)
+      throw ftcc::InvalidArgument("fault spec '" + f.text + "' names rank " + std::to_string(f.rank) + ", but the job has " +
+                                  std::to_string(world) + " rank(s) (0-" + std::to_string(world - 1) + "): it would never fire");
+}
+
 }  // namespace
 
 ResilientGroup::ResilientGroup(MPI_Comm parent, GroupOptions options) : opt_(std::move(options)) {
+  int world = 0;
+  MPI_Comm_size(parent, &world);
+  validate(opt_, world);
+  if (!opt_.allow_without_ulfm) comm::require_ulfm("ResilientGroup (set GroupOptions::allow_without_ulfm to run without fault tolerance)");
   static const bool guard_installed = on_exit(exit_without_finalize_guard, nullptr) == 0;
   (void)guard_installed;
   bootstrap(parent);
@@ -145,7 +167,12 @@ void ResilientGroup::bootstrap(MPI_Comm parent) {
   if (comm_->rank() == 0) {
     const Secret s = Heartbeat::random_secret();
     std::memcpy(&words[1], s.data(), s.size());
-    words[0] = static_cast<std::int64_t>(std::hash<std::string>{}(std::string(s.begin(), s.end())) & 0x7fffffffffffffffULL);
+    // The job id travels in clear in every heartbeat: random on its own, nothing derived from
+    // the secret.
+    const Secret id = Heartbeat::random_secret();
+    std::uint64_t v = 0;
+    std::memcpy(&v, id.data(), sizeof v);
+    words[0] = static_cast<std::int64_t>(v & 0x7fffffffffffffffULL);
   }
   comm::broadcast(*comm_, words, 5, comm::DType::i64, 0);
   job_id_ = static_cast<std::uint64_t>(words[0]);

@@ -46,8 +46,11 @@
 // installs an exit handler that turns such an exit (MPI initialized, not finalized) into SIGKILL,
 // which ULFM reports like any other death, after recording it in the job folder
 // (recovery/job_outcome.hpp, which also records crashes).
-// Without ULFM (comm::has_ulfm() false) construction works, recover() throws NotSupported and
-// fail_job() throws an unagreed JobError on this rank alone.
+// Without ULFM (comm::has_ulfm() false) construction throws comm::NotSupported saying how to get
+// it, unless GroupOptions::allow_without_ulfm (then a lost rank ends the job: recover() throws
+// NotSupported and fail_job() throws an unagreed JobError on this rank alone).
+// Bad options (a hang timeout too short to work, a fault for a rank the job does not have) throw
+// ftcc::InvalidArgument at construction, naming the smallest value allowed.
 #pragma once
 
 #include <chrono>
@@ -88,6 +91,9 @@ struct GroupOptions {
   std::string event_log;
   // Print a one-line summary of each recovery on the new rank 0's stderr.
   bool verbose = true;
+  // Build the group even when ULFM is off (plain mpirun, or an MPI without it): fault-free runs
+  // only, a lost rank ends the job. Off: construction refuses, saying how to get ULFM.
+  bool allow_without_ulfm = false;
 };
 
 class ResilientGroup {

@@ -26,6 +26,15 @@ int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<vo
   std::unique_ptr<ResilientGroup> g;
   try {
     g = std::make_unique<ResilientGroup>(parent, options);
+  } catch (const ftcc::InvalidArgument& e) {
+    // Options are checked before any communication, so every rank refuses alike: say it once.
+    if (world_rank == 0) std::fprintf(stderr, "%s: %s\n", job.name.c_str(), e.what());
+    MPI_Finalize();
+    return static_cast<int>(ExitStatus::config_error);
+  } catch (const comm::NotSupported& e) {
+    if (world_rank == 0) std::fprintf(stderr, "%s: %s\n", job.name.c_str(), e.what());
+    MPI_Finalize();
+    return static_cast<int>(ExitStatus::config_error);
   } catch (const std::exception& e) {
     return leave(job, world_rank, ExitStatus::internal, std::string("could not start the fault-tolerant group: ") + e.what());
   }

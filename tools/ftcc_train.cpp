@@ -188,6 +188,16 @@ int main(int argc, char** argv) {
     }
     cfg.validate();
     ft_off = check_fault_tolerance(cfg, no_fault_tolerance);
+    if (cfg.hang_timeout_s != 0 && cfg.hang_timeout_s < 0.1)
+      throw ftcc::InvalidArgument("--hang-timeout " + std::to_string(cfg.hang_timeout_s) +
+                                  ": shorter than 0.1 s a heartbeat cannot tell a hang from its own period (20 ms) and "
+                                  "would fence healthy ranks; use at least 0.1, or 0 to turn it off");
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    for (const auto& f : ftcc::recovery::parse_fault_specs(cfg.inject))
+      if (f.rank >= world)
+        throw ftcc::InvalidArgument("--inject '" + f.text + "' names rank " + std::to_string(f.rank) + ", but the job has " +
+                                    std::to_string(world) + " rank(s): it would never fire");
   } catch (const ftcc::InvalidArgument& e) {
     error = e.what();
   }
@@ -207,6 +217,7 @@ int main(int argc, char** argv) {
   go.progress_timeout = std::chrono::milliseconds(static_cast<long long>(progress_timeout_s * 1000));
   go.faults = ftcc::recovery::parse_fault_specs(cfg.inject);  // validated above
   go.verbose = false;  // the trainer's log prints each recovery
+  go.allow_without_ulfm = !ft_off.empty();  // --no-fault-tolerance, checked above
   // Exit statuses (recovery/job_outcome.hpp): 0 finished, 2 configuration error, 3 quorum lost,
   // 4 job-level error (agreed by every survivor, one line), 1 a rank that left on a deadline.
   return ftcc::recovery::run_job(MPI_COMM_WORLD, go, [&](ftcc::recovery::ResilientGroup& group) {

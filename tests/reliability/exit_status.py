@@ -204,6 +204,21 @@ elif case.startswith("kill_in_"):
     lost = sorted(r for e in (s or {}).get("recoveries", []) for r in e["failed"])
     check(lost == [1, 2] and s["world_size_final"] == 2 and s["steps"] == 12, f"both ranks excluded, 12 steps done ({lost})")
 
+elif case == "bad_runtime_flags":
+    for flag, line in ((["--inject", "kill:rank=7:step=1"], "names rank 7, but the job has 2 rank(s): it would never fire"),
+                       (["--hang-timeout", "0.0005"], "use at least 0.1, or 0 to turn it off")):
+        rc, out, _ = job(2, TRAIN, *MODEL, "--steps", "4", *flag)
+        expect(rc, 2, out, line=line, no_recovery_line=True)
+
+elif case == "embed_without_ulfm":
+    # A plain mpirun (no --with-ft ulfm): the group refuses to start instead of dying at the
+    # first failure, once, saying how to get ULFM.
+    mpirun = os.path.join(os.environ["FTCC_MPI_PREFIX"], "bin", "mpirun")
+    extra = ["--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    p = subprocess.run([mpirun, *extra, "-n", "2", PROG, "loop"], capture_output=True, text=True, timeout=120)
+    out = p.stdout + p.stderr
+    expect(p.returncode, 2, out, line="ULFM fault tolerance is not enabled in this run")
+
 else:
     sys.exit(f"unknown case {case}")
 
