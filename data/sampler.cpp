@@ -1,11 +1,59 @@
 #include "data/sampler.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "base/error.hpp"
 #include "tensor/random.hpp"
 
 namespace ftcc::data {
+
+std::uint64_t sample_mix(std::int64_t epoch, std::int64_t id) {
+  auto splitmix64 = [](std::uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+  };
+  return splitmix64(splitmix64(static_cast<std::uint64_t>(epoch)) ^ static_cast<std::uint64_t>(id));
+}
+
+void SampleTally::add(std::int64_t epoch, std::span<const std::int64_t> ids) {
+  count += static_cast<std::int64_t>(ids.size());
+  for (std::int64_t id : ids) digest += sample_mix(epoch, id);
+}
+
+SampleTally& SampleTally::operator+=(const SampleTally& other) {
+  count += other.count;
+  digest += other.digest;
+  return *this;
+}
+
+void SampleTally::to_doubles(double* out) const {
+  out[0] = static_cast<double>(count);
+  for (int i = 0; i < 4; ++i) out[1 + i] = static_cast<double>((digest >> (16 * i)) & 0xFFFFu);
+}
+
+SampleTally SampleTally::from_doubles(const double* in) {
+  SampleTally t;
+  t.count = std::llround(in[0]);
+  for (int i = 0; i < 4; ++i) t.digest += static_cast<std::uint64_t>(std::llround(in[1 + i])) << (16 * i);
+  return t;
+}
+
+std::string digest_hex(std::uint64_t digest) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(digest));
+  return buf;
+}
+
+std::uint64_t parse_digest_hex(const std::string& text) {
+  FTCC_CHECK(text.size() == 16 && text.find_first_not_of("0123456789abcdef") == std::string::npos)
+      << "not a samples digest (16 hex digits): '" << text << "'";
+  return std::stoull(text, nullptr, 16);
+}
 
 std::vector<std::int64_t> epoch_permutation(std::int64_t n, std::uint64_t seed, std::int64_t epoch) {
   FTCC_CHECK(n >= 0 && epoch >= 0) << "epoch_permutation(" << n << ", epoch " << epoch << ")";
@@ -87,6 +135,26 @@ std::vector<std::int64_t> DistributedSampler::rank_ids(Cursor c, int world, int 
   std::lock_guard lock(mu_);
   const auto& p = permutation(c.epoch);
   return std::vector<std::int64_t>(p.begin() + start + r.begin, p.begin() + start + r.end);
+}
+
+SampleTally DistributedSampler::expected_tally(Cursor c) const {
+  FTCC_CHECK(c.epoch >= 0 && c.step >= 0) << "sampler: cursor (" << c.epoch << ", " << c.step << ")";
+  const std::int64_t n = options_.num_samples;
+  const std::int64_t per_epoch = options_.drop_last ? steps_per_epoch() * options_.global_batch : n;
+  SampleTally t;
+  for (std::int64_t e = 0; e <= c.epoch; ++e) {
+    const std::int64_t take = e < c.epoch ? per_epoch : std::min(n, c.step * options_.global_batch);
+    if (take == n) {
+      // The whole epoch: every id once, whatever the permutation (so a permutation that is not
+      // one would show too).
+      t.count += n;
+      for (std::int64_t id = 0; id < n; ++id) t.digest += sample_mix(e, id);
+    } else if (take > 0) {
+      const auto p = epoch_permutation(n, options_.seed, e);
+      t.add(e, std::span<const std::int64_t>(p.data(), static_cast<std::size_t>(take)));
+    }
+  }
+  return t;
 }
 
 }  // namespace ftcc::data

@@ -14,12 +14,20 @@
 //  * The training position is a Cursor (epoch, step). After a failure, survivors agree on the
 //    cursor of the first batch not committed and recompute it with the new world size: nothing
 //    is skipped, nothing is seen twice. A rank may get zero micro-batches when n > M.
+//  * Exactly-once is checked, not assumed: a trainer adds every sample it feeds to the model in a
+//    committed step to a SampleTally (a count and an order-independent digest), sums the tallies
+//    over the ranks, and compares the total at the end with expected_tally(cursor), which is
+//    computed from the epochs' permutations directly (not through batch() / rank_ids()). A sample
+//    skipped, repeated or taken from the wrong epoch changes the digest.
 // Thread safety: const methods may be called concurrently except that permutation() caches the
 // last epoch's order (guarded by a mutex).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <span>
+#include <string>
 #include <vector>
 
 namespace ftcc::data {
@@ -32,6 +40,34 @@ struct Cursor {
   std::int64_t step = 0;  // the next global batch to train on
   bool operator==(const Cursor&) const = default;
 };
+
+// splitmix64 (Steele, Lea, Flood 2014) of (epoch, sample id): what a consumed sample adds to a
+// SampleTally's digest. Pseudo-random 64-bit values, so a skipped sample and a repeated one
+// (or two samples swapped between epochs) cancel with probability about 2^-64.
+std::uint64_t sample_mix(std::int64_t epoch, std::int64_t id);
+
+// What a run consumed: the number of samples and the wrapping sum of their sample_mix. Sums are
+// order independent, so per-rank, per-step tallies add up to the run's whatever the split.
+struct SampleTally {
+  std::int64_t count = 0;
+  std::uint64_t digest = 0;
+
+  void add(std::int64_t epoch, std::span<const std::int64_t> ids);
+  SampleTally& operator+=(const SampleTally& other);
+  bool operator==(const SampleTally&) const = default;
+
+  // As doubles, to travel in a step's existing float64 SUM allreduce: the count and the digest's
+  // four 16-bit limbs. A limb sum over n ranks stays below 2^16 n, exact in a double for any rank
+  // count below 2^37, and the wrapping digest sum is rebuilt from the summed limbs.
+  static constexpr std::size_t kDoubles = 5;
+  void to_doubles(double* out) const;
+  static SampleTally from_doubles(const double* in);
+};
+
+// A digest as 16 lowercase hex digits (how summaries and checkpoints write it), and back (throws
+// ftcc::InvalidArgument on anything else).
+std::string digest_hex(std::uint64_t digest);
+std::uint64_t parse_digest_hex(const std::string& text);
 
 struct SamplerOptions {
   std::int64_t num_samples = 0;
@@ -66,6 +102,12 @@ class DistributedSampler {
   // Positions of rank `rank` of `world` inside that batch, and its sample ids.
   Range rank_range(std::int64_t step, int world, int rank) const;
   std::vector<std::int64_t> rank_ids(Cursor c, int world, int rank) const;
+
+  // The tally of a run that consumed every global batch before cursor c exactly once: each
+  // completed epoch's samples (every id 0..N-1, or with drop_last the permutation's first
+  // steps_per_epoch() x B) plus the first c.step x B positions of epoch c.epoch's permutation.
+  // Computed from epoch_permutation() alone, independently of the split.
+  SampleTally expected_tally(Cursor c) const;
 
   const SamplerOptions& options() const { return options_; }
 

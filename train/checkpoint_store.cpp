@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "data/sampler.hpp"
 #include "optim/checkpoint.hpp"
 #include "train/state_hash.hpp"
 
@@ -61,6 +62,7 @@ std::string CheckpointStore::save(const CheckpointInfo& info, const nn::Module& 
                    {"epoch", info.epoch},
                    {"cursor_step", info.cursor_step},
                    {"samples_seen", info.samples_seen},
+                   {"samples_digest", data::digest_hex(info.samples_digest)},
                    {"world_size", info.world_size},
                    {"seed", info.seed},
                    {"config_hash", info.config_hash},
@@ -103,6 +105,8 @@ std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<
       info.epoch = j.at("epoch").get<std::int64_t>();
       info.cursor_step = j.at("cursor_step").get<std::int64_t>();
       info.samples_seen = j.at("samples_seen").get<std::int64_t>();
+      if (j.contains("samples_digest"))
+        info.samples_digest = data::parse_digest_hex(j.at("samples_digest").get<std::string>());
       info.world_size = j.at("world_size").get<int>();
       info.seed = j.at("seed").get<std::uint64_t>();
       info.config_hash = j.at("config_hash").get<std::string>();

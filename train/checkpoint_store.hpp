@@ -31,6 +31,7 @@ struct CheckpointInfo {
   std::uint64_t seed = 0;
   std::string config_hash;
   std::string path;               // the .safetensors file
+  std::uint64_t samples_digest = 0;  // data::SampleTally digest of the samples seen (0 in older checkpoints)
 };
 
 class CheckpointStore {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -64,17 +65,15 @@ std::vector<int> ranks_differing(fc::Communicator& comm, const Digest& mine) {
   return bad;
 }
 
-// The training state that must be identical on every rank, as one broadcast.
-struct Progress {
-  data::Cursor cursor;
-  std::int64_t step = 0;          // global steps committed
-  std::int64_t samples_seen = 0;
-};
+// The training state that must be identical on every rank (train/dp_trainer.hpp).
+using Progress = TrainProgress;
 
+// Progress (with the samples digest accumulated so far), parameters and optimizer state from root.
 void broadcast_state(fc::Communicator& comm, int root, nn::Module& model, optim::Optimizer& opt, Progress& p) {
-  std::int64_t head[4] = {p.cursor.epoch, p.cursor.step, p.step, p.samples_seen};
-  fc::broadcast(comm, head, 4, fc::DType::i64, root);
-  p = Progress{{head[0], head[1]}, head[2], head[3]};
+  std::int64_t head[5] = {p.cursor.epoch, p.cursor.step, p.step, p.samples_seen,
+                          std::bit_cast<std::int64_t>(p.samples_digest)};
+  fc::broadcast(comm, head, 5, fc::DType::i64, root);
+  p = Progress{{head[0], head[1]}, head[2], head[3], std::bit_cast<std::uint64_t>(head[4])};
   auto send_list = [&](const nn::NamedTensors& list) {
     auto bytes = nn::pack_bytes(list);
     FTCC_CHECK(bytes.size() % 4 == 0) << "state bytes not a multiple of 4";
@@ -104,12 +103,58 @@ double accuracy_on(nn::Module& model, const data::Dataset& d, tensor::Device dev
   return static_cast<double>(ok) / static_cast<double>(pred.size());
 }
 
+std::string number_text(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 }  // namespace
+
+void require_finite(double reduced_loss, bool gradients_finite, std::int64_t step, const TrainConfig& cfg) {
+  if (std::isfinite(reduced_loss) && gradients_finite) return;
+  const std::string what = !std::isfinite(reduced_loss)
+                               ? "non-finite loss (" + number_text(reduced_loss) + ")"
+                               : "non-finite gradient (loss " + number_text(reduced_loss) + ")";
+  throw ftcc::Error(what + " at step " + std::to_string(step) + ": the training diverged (lower --lr, now " +
+                    number_text(cfg.lr) + ") or the data holds NaN/Inf values");
+}
+
+TrainProgress agree_progress(fc::Communicator& c, const TrainProgress* mine, std::int64_t step) {
+  constexpr std::size_t kWords = 6;
+  std::int64_t row[kWords] = {0, 0, 0, 0, 0, 0};  // has it, cursor epoch and step, step, samples, digest
+  if (mine) {
+    const std::int64_t mine_row[kWords] = {1, mine->cursor.epoch, mine->cursor.step, mine->step, mine->samples_seen,
+                                           std::bit_cast<std::int64_t>(mine->samples_digest)};
+    std::copy(mine_row, mine_row + kWords, row);
+  }
+  std::vector<std::int64_t> all(kWords * static_cast<std::size_t>(c.size()));
+  fc::allgather(c, row, all.data(), kWords, fc::DType::i64);
+  const std::int64_t* chosen = nullptr;
+  for (int r = 0; r < c.size(); ++r) {
+    const std::int64_t* e = &all[kWords * static_cast<std::size_t>(r)];
+    if (!e[0]) continue;
+    if (!chosen) chosen = e;
+    else if (!std::equal(e, e + kWords, chosen))
+      throw ftcc::Error("ranks disagree on the training progress at step " + std::to_string(step) + ": rank " +
+                        std::to_string((chosen - all.data()) / static_cast<std::ptrdiff_t>(kWords)) + " at step " +
+                        std::to_string(chosen[3]) + " with " + std::to_string(chosen[4]) + " samples seen (digest " +
+                        data::digest_hex(std::bit_cast<std::uint64_t>(chosen[5])) + "), rank " + std::to_string(r) +
+                        " at step " + std::to_string(e[3]) + " with " + std::to_string(e[4]) + " (digest " +
+                        data::digest_hex(std::bit_cast<std::uint64_t>(e[5])) + ")");
+  }
+  if (!chosen) throw ftcc::Error("no survivor recorded the training progress of step " + std::to_string(step));
+  FTCC_CHECK(chosen[3] == step) << "progress recorded for step " << chosen[3] << ", rolling back to " << step;
+  return TrainProgress{{chosen[1], chosen[2]}, chosen[3], chosen[4], std::bit_cast<std::uint64_t>(chosen[5])};
+}
 
 TrainSummary TrainSummary::of_run(double final_loss, double last_step_loss, bool classification, double eval_metric,
                                   std::int64_t steps, std::int64_t epochs, int world_size_initial,
-                                  const recovery::ResilientGroup& group, std::int64_t samples_seen,
-                                  std::string param_sha256, std::chrono::steady_clock::time_point start) {
+                                  const recovery::ResilientGroup& group, const data::SampleTally& seen,
+                                  const data::SampleTally& expected, std::string param_sha256,
+                                  std::chrono::steady_clock::time_point start) {
   TrainSummary s;
   s.final_loss = final_loss;
   s.last_step_loss = last_step_loss;
@@ -119,7 +164,11 @@ TrainSummary TrainSummary::of_run(double final_loss, double last_step_loss, bool
   s.epochs = epochs;
   s.world_size_initial = world_size_initial;
   s.world_size_final = group.size();
-  s.samples_seen = samples_seen;
+  s.samples_seen = seen.count;
+  s.samples_expected = expected.count;
+  s.samples_digest = seen.digest;
+  s.samples_digest_expected = expected.digest;
+  s.samples_digest_ok = seen.digest == expected.digest;
   s.recoveries = group.events();
   s.param_sha256 = std::move(param_sha256);
   s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -139,6 +188,10 @@ nlohmann::json TrainSummary::to_json() const {
           {"world_size_initial", world_size_initial},
           {"world_size_final", world_size_final},
           {"samples_seen", samples_seen},
+          {"samples_expected", samples_expected},
+          {"samples_digest", data::digest_hex(samples_digest)},
+          {"samples_digest_expected", data::digest_hex(samples_digest_expected)},
+          {"samples_digest_ok", samples_digest_ok},
           {"recoveries", rec},
           {"param_sha256", param_sha256},
           {"samples_per_s", samples_per_s},
@@ -200,6 +253,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
         if (info) {
           CheckpointStore::load(*info, *model, *opt);  // validates everything before changing anything
           p = Progress{{info->epoch, info->cursor_step}, info->step, info->samples_seen};
+          p.samples_digest = info->samples_digest;
           log.note("resumed from " + info->path + " (step " + std::to_string(info->step) + ")");
           status = 1;
         }
@@ -253,14 +307,17 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
       const auto ids = sampler->rank_ids(p.cursor, g.size(), g.rank());
       const std::int64_t B = sampler->batch_size(p.cursor.step);
       const double denom = static_cast<double>(B * outputs);
-      double stats[2] = {0.0, static_cast<double>(ids.size())};  // loss part, samples
+      double loss_part = 0.0;
+      data::SampleTally fed;  // the samples this rank feeds to the model in this step
+      bool grads_finite = true;
       opt->zero_grad();
       if (!ids.empty()) {
         auto b = td.train.gather(ids, dev);
         if (!cfg.deterministic) {
           auto loss = tensor::mse_loss((*model)(b.x), b.y, denom);
           loss.backward();
-          stats[0] = loss.item();
+          loss_part = loss.item();
+          fed.add(p.cursor.epoch, ids);
         }
         if (cfg.deterministic) {
           // One contribution per fixed micro-batch of the global batch (independent of ranks).
@@ -272,23 +329,31 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
             opt->zero_grad();
             auto loss = tensor::mse_loss((*model)(b.x.rows(s - first, e - first)), b.y.rows(s - first, e - first), denom);
             loss.backward();
-            stats[0] += loss.item();
+            loss_part += loss.item();
+            fed.add(p.cursor.epoch, std::span<const std::int64_t>(ids).subspan(static_cast<std::size_t>(s - first),
+                                                                               static_cast<std::size_t>(e - s)));
             parts.push_back(reducer.snapshot());
           }
-          reducer.exact_sum(g.comm(), parts, sampler->micro_batches(p.cursor.step));
+          grads_finite = reducer.exact_sum(g.comm(), parts, sampler->micro_batches(p.cursor.step));
         }
       } else if (cfg.deterministic) {
-        reducer.exact_sum(g.comm(), {}, sampler->micro_batches(p.cursor.step));
+        grads_finite = reducer.exact_sum(g.comm(), {}, sampler->micro_batches(p.cursor.step));
       }
-      if (!cfg.deterministic) reducer.sum(g.comm());
-      fc::allreduce(g.comm(), fc::kInPlace, stats, 2, fc::DType::f64, fc::ReduceOp::sum);
+      if (!cfg.deterministic) grads_finite = reducer.sum(g.comm());
+      // Loss, non-finite verdicts and the samples fed, summed over the ranks in one allreduce.
+      double stats[2 + data::SampleTally::kDoubles] = {loss_part, grads_finite ? 0.0 : 1.0};
+      fed.to_doubles(stats + 2);
+      fc::allreduce(g.comm(), fc::kInPlace, stats, std::size(stats), fc::DType::f64, fc::ReduceOp::sum);
+      // Every rank now holds the same loss, verdict and tally, so every rank decides alike.
+      require_finite(stats[0], stats[1] == 0.0, p.step, cfg);
+      const auto step_tally = data::SampleTally::from_doubles(stats + 2);
+      FTCC_CHECK(step_tally.count == B) << "step " << p.step << " fed " << step_tally.count << " samples, batch is "
+                                        << B;
       // Commit: the allreduce completed, so this rank holds the full gradient of step p.step.
       opt->step();
       last_loss = stats[0];
-      const auto samples = static_cast<std::int64_t>(std::llround(stats[1]));
-      FTCC_CHECK(samples == B) << "step " << p.step << " consumed " << samples << " samples, batch is " << B;
-      p.samples_seen += samples;
-      report.add_samples(samples);
+      p.add(step_tally);
+      report.add_samples(step_tally.count);
       p.cursor = sampler->next(p.cursor);
       ++p.step;
       g.set_committed_step(p.step - 1);
@@ -301,13 +366,15 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     if (store && cfg.checkpoint_every > 0 && p.step % cfg.checkpoint_every == 0 && g.rank() == 0) {
       CheckpointInfo info{p.step, p.cursor.epoch, p.cursor.step, p.samples_seen, g.size(), cfg.seed,
                           to_hex(cfg_hash), ""};
+      info.samples_digest = p.samples_digest;
       log.checkpoint(p.step, store->save(info, *model, *opt));
     }
   }
 
   const double eval = td.classification ? accuracy_on(*model, td.test, dev) : mse_on(*model, td.test, dev);
   TrainSummary s = TrainSummary::of_run(mse_on(*model, td.train, dev), last_loss, td.classification, eval, p.step,
-                                        p.cursor.epoch, n0, g, p.samples_seen, to_hex(sha256_of(params)), t_start);
+                                        p.cursor.epoch, n0, g, p.tally(), sampler->expected_tally(p.cursor),
+                                        to_hex(sha256_of(params)), t_start);
   log.finish(s.to_json());
   return s;
 }

@@ -1,6 +1,7 @@
 #include "train/exact_sum.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "base/error.hpp"
 
@@ -19,8 +20,13 @@ int exact_sum_exponent(float max_abs_value, std::int64_t n_total) {
 
 void accumulate_fixed(std::span<const float> values, int e, std::span<std::int64_t> acc) {
   FTCC_CHECK_EQ(values.size(), acc.size()) << "accumulate_fixed";
-  for (std::size_t i = 0; i < values.size(); ++i)
-    acc[i] += std::llrint(std::ldexp(static_cast<double>(values[i]), e));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const double x = std::ldexp(static_cast<double>(values[i]), e);
+    // llrint of NaN or of a value beyond int64 is unspecified (INT64_MIN on x86): refuse instead.
+    FTCC_CHECK(std::fabs(x) < 0x1p63) << "accumulate_fixed: value " << values[i] << " at index " << i
+                                      << " does not fit 64-bit fixed point at scale 2^" << e;
+    acc[i] += std::llrint(x);
+  }
 }
 
 void fixed_to_float(std::span<const std::int64_t> acc, int e, std::span<float> out) {
@@ -31,7 +37,10 @@ void fixed_to_float(std::span<const std::int64_t> acc, int e, std::span<float> o
 
 float max_abs(std::span<const float> values) {
   float m = 0.0f;
-  for (float v : values) m = std::max(m, std::fabs(v));
+  for (float v : values) {
+    if (!std::isfinite(v)) return std::numeric_limits<float>::infinity();
+    m = std::max(m, std::fabs(v));
+  }
   return m;
 }
 

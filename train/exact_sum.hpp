@@ -12,6 +12,13 @@
 // 2^-e ~ n_total * max|g| * 2^-62, i.e. about 2e-19 * n_total of the bucket's largest gradient,
 // far below float32's own rounding (6e-8 relative) for every element within ~2^30 of the max;
 // elements smaller than the quantum are flushed to zero (the documented cost).
+//
+// Non-finite values: max_abs() returns +infinity when any value is NaN or infinite (std::max would
+// drop a NaN, depending on the order), so the allreduce-MAX of the bucket maxima is +infinity on
+// every rank as soon as one contribution anywhere is not finite: every rank sees it at the same
+// step (GradientReducer::exact_sum then reports it). exact_sum_exponent() refuses such a maximum
+// and accumulate_fixed() refuses a value that does not fit 64-bit fixed point, instead of turning
+// it into INT64_MIN.
 #pragma once
 
 #include <cstddef>
@@ -22,15 +29,17 @@
 namespace ftcc::train {
 
 // Exponent e for a bucket whose largest |value| over all contributions is max_abs, summed over
-// n_total contributions. Returns 0 when max_abs == 0.
+// n_total contributions. Returns 0 when max_abs == 0; throws when max_abs is not finite.
 int exact_sum_exponent(float max_abs, std::int64_t n_total);
 
-// acc[i] += round(values[i] * 2^e)   (round half to even: llrint in the default FP mode)
+// acc[i] += round(values[i] * 2^e)   (round half to even: llrint in the default FP mode); throws
+// when a scaled value is not finite or not below 2^63 in magnitude (e was not from its bucket).
 void accumulate_fixed(std::span<const float> values, int e, std::span<std::int64_t> acc);
 
 // out[i] = float(acc[i] * 2^-e)
 void fixed_to_float(std::span<const std::int64_t> acc, int e, std::span<float> out);
 
+// max |values[i]|, or +infinity when a value is NaN or infinite.
 float max_abs(std::span<const float> values);
 
 }  // namespace ftcc::train

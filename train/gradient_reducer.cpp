@@ -1,6 +1,7 @@
 #include "train/gradient_reducer.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.hpp"
 #include "comm/collectives.hpp"
@@ -24,7 +25,7 @@ std::size_t GradientReducer::bucket_size(std::size_t b) const {
 
 std::vector<float> GradientReducer::snapshot() const { return nn::flatten_f32(grads_); }
 
-void GradientReducer::sum(comm::Communicator& comm) {
+bool GradientReducer::sum(comm::Communicator& comm) {
   // flat_ keeps one allocation for the whole run: after a failure, a send that our allreduce
   // abandoned may still be read by MPI during the recovery, so the buffer must stay valid.
   const auto values = nn::flatten_f32(grads_);
@@ -34,9 +35,10 @@ void GradientReducer::sum(comm::Communicator& comm) {
     comm::allreduce(comm, comm::kInPlace, flat_.data() + bucket_begin_[b], bucket_size(b), comm::DType::f32,
                     comm::ReduceOp::sum);
   nn::unflatten_f32(grads_, flat_);
+  return std::all_of(flat_.begin(), flat_.end(), [](float v) { return std::isfinite(v); });
 }
 
-void GradientReducer::exact_sum(comm::Communicator& comm, const std::vector<std::vector<float>>& parts,
+bool GradientReducer::exact_sum(comm::Communicator& comm, const std::vector<std::vector<float>>& parts,
                                 std::int64_t n_total) {
   // 1. The scale of each bucket: the largest |g| over every contribution of the global batch.
   std::vector<float> maxes(buckets(), 0.0f);
@@ -46,6 +48,8 @@ void GradientReducer::exact_sum(comm::Communicator& comm, const std::vector<std:
       maxes[b] = std::max(maxes[b], max_abs(std::span<const float>(p.data() + bucket_begin_[b], bucket_size(b))));
   }
   comm::allreduce(comm, comm::kInPlace, maxes.data(), maxes.size(), comm::DType::f32, comm::ReduceOp::max);
+  // A non-finite contribution anywhere made its bucket's maximum +infinity (max_abs) on every rank.
+  if (!std::all_of(maxes.begin(), maxes.end(), [](float m) { return std::isfinite(m); })) return false;
   // 2. Fixed point, summed locally then across ranks: integer sums do not depend on the order.
   fixed_.resize(numel_);  // same allocation every step (see sum())
   std::fill(fixed_.begin(), fixed_.end(), 0);
@@ -64,6 +68,12 @@ void GradientReducer::exact_sum(comm::Communicator& comm, const std::vector<std:
     fixed_to_float(std::span<const std::int64_t>(fixed_.data() + bucket_begin_[b], bucket_size(b)), exps[b],
                    std::span<float>(flat_.data() + bucket_begin_[b], bucket_size(b)));
   nn::unflatten_f32(grads_, flat_);
+  return true;
+}
+
+bool all_finite(const nn::NamedTensors& tensors) {
+  const auto values = nn::flatten_f32(tensors);
+  return std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); });
 }
 
 }  // namespace ftcc::train

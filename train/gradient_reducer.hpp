@@ -11,6 +11,10 @@
 //                          the result is bitwise the same for any rank count (train/exact_sum.hpp)
 // Either throws comm::FaultDetected when a peer dies; the gradients are then undefined and the
 // step must be redone (or rolled forward) after recovery.
+// Either returns whether the reduced gradients are all finite, decided from values every rank
+// holds after the allreduce (the reduced gradients; with exact_sum the reduced bucket maxima), so
+// every rank gets the same answer at the same step. exact_sum leaves the gradients as they were
+// (skipping the fixed-point allreduce on every rank alike) when they are not.
 #pragma once
 
 #include <cstddef>
@@ -29,11 +33,12 @@ class GradientReducer {
   std::size_t numel() const { return numel_; }
   std::size_t buckets() const { return bucket_begin_.size(); }
 
-  void sum(comm::Communicator& comm);
+  [[nodiscard]] bool sum(comm::Communicator& comm);
   // The current gradients as one flat host vector (to keep one micro-batch's contribution).
   std::vector<float> snapshot() const;
   // n_total: how many contributions the whole global batch has (same on every rank).
-  void exact_sum(comm::Communicator& comm, const std::vector<std::vector<float>>& parts, std::int64_t n_total);
+  [[nodiscard]] bool exact_sum(comm::Communicator& comm, const std::vector<std::vector<float>>& parts,
+                               std::int64_t n_total);
 
  private:
   std::size_t bucket_size(std::size_t b) const;
@@ -44,5 +49,8 @@ class GradientReducer {
   std::vector<float> flat_;
   std::vector<std::int64_t> fixed_;
 };
+
+// True when every element of every tensor is finite (a host copy for device tensors).
+bool all_finite(const nn::NamedTensors& tensors);
 
 }  // namespace ftcc::train

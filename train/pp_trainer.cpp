@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "tensor/autograd.hpp"
 #include "tensor/ops.hpp"
 #include "train/checkpoint_store.hpp"
+#include "train/gradient_reducer.hpp"
 #include "train/progress_reporter.hpp"
 #include "train/mp_support.hpp"
 #include "train/partition.hpp"
@@ -35,11 +37,7 @@ namespace fc = ftcc::comm;
 constexpr int kForwardTag = 1, kBackwardTag = 2, kGatherTag = 16, kRestoreTag = 1024, kReplicaSizeTag = 3000,
               kReplicaTag = 3100;
 
-struct Progress {
-  data::Cursor cursor;
-  std::int64_t step = 0;
-  std::int64_t samples_seen = 0;
-};
+using Progress = TrainProgress;  // train/dp_trainer.hpp
 
 std::string layer_list(const std::vector<int>& layers) {
   std::ostringstream os;
@@ -68,6 +66,13 @@ class LayerStore {
     for (auto& [l, by_step] : m_) by_step.erase(by_step.upper_bound(step), by_step.end());
   }
   void clear() { m_.clear(); }
+  // The oldest step of which some layer is held, -1 when none.
+  std::int64_t oldest() const {
+    std::int64_t o = -1;
+    for (const auto& [l, by_step] : m_)
+      if (!by_step.empty() && (o < 0 || by_step.begin()->first < o)) o = by_step.begin()->first;
+    return o;
+  }
   // Two slots per layer: the newest two steps held, -1 when none.
   std::vector<std::int64_t> encode(int num_layers) const {
     std::vector<std::int64_t> e(2 * static_cast<size_t>(num_layers), -1);
@@ -113,15 +118,9 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
   const int n0 = g.initial_size();
   data::DistributedSampler sampler({.num_samples = td.train.size(), .global_batch = cfg.batch, .seed = cfg.seed,
                                     .micro_batch = std::min(cfg.micro_batch, cfg.batch)});
-  auto progress_at = [&](std::int64_t s) {
-    const std::int64_t spe = sampler.steps_per_epoch();
-    Progress q;
-    q.step = s;
-    q.cursor = {s / spe, s % spe};
-    q.samples_seen = q.cursor.epoch * td.train.size() + q.cursor.step * cfg.batch;
-    return q;
-  };
   Progress p;
+  // The progress at each step of which `store` holds layers: what a rollback to that step restores.
+  std::map<std::int64_t, Progress> recorded;
 
   std::vector<int> bounds = partition_layers(costs, g.size());
   auto stage = std::make_unique<PipelineStage>(cfg, widths, bounds[static_cast<size_t>(g.rank())],
@@ -184,7 +183,8 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
   // Rank 0 loads the newest valid checkpoint of `dir` and every stage gets its layers. Returns
   // false when there is none; throws InvalidArgument (same text on every rank) when it does not fit.
   auto restore_checkpoint = [&](fc::Communicator& c, const std::string& dir, std::string& path) -> bool {
-    std::int64_t head[5] = {0, 0, 0, 0, 0};  // status (1 loaded, 0 none, -1 error), step, epoch, cursor step, samples
+    // status (1 loaded, 0 none, -1 error), step, epoch, cursor step, samples, samples digest
+    std::int64_t head[6] = {0, 0, 0, 0, 0, 0};
     std::array<char, 1024> message{};
     if (c.rank() == 0) {
       try {
@@ -198,6 +198,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
           head[2] = info->epoch;
           head[3] = info->cursor_step;
           head[4] = info->samples_seen;
+          head[5] = std::bit_cast<std::int64_t>(info->samples_digest);
           std::snprintf(message.data(), message.size(), "%s", info->path.c_str());
         }
       } catch (const std::exception& e) {
@@ -205,12 +206,12 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
         std::snprintf(message.data(), message.size(), "checkpoint '%s': %s", dir.c_str(), e.what());
       }
     }
-    fc::broadcast(c, head, 5, fc::DType::i64, 0);
+    fc::broadcast(c, head, 6, fc::DType::i64, 0);
     fc::broadcast(c, message.data(), message.size() / 8, fc::DType::i64, 0);
     if (head[0] == -1) throw ftcc::InvalidArgument(std::string(message.data()));
     if (head[0] == 0) return false;
     scatter_full(c);
-    p = Progress{{head[2], head[3]}, head[1], head[4]};
+    p = Progress{{head[2], head[3]}, head[1], head[4], std::bit_cast<std::uint64_t>(head[5])};
     path = message.data();
     return true;
   };
@@ -218,6 +219,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
   // Snapshot this rank's layers at the current step and send them to the next K ranks (ring).
   auto replicate = [&](fc::Communicator& c) {
     const int n = c.size(), me = c.rank();
+    recorded[p.step] = p;
     auto mine_p = pins.keep(std::make_shared<Bytes>());
     auto sizes_p = pins.keep(std::make_shared<std::vector<std::int64_t>>());
     Bytes& mine = *mine_p;
@@ -256,6 +258,8 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
       }
     }
     store.prune(keep);
+    const std::int64_t oldest = store.oldest();
+    std::erase_if(recorded, [&](const auto& e) { return e.first < oldest; });
   };
 
   if (!cfg.resume.empty()) {
@@ -306,10 +310,14 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
         }
       }
       for (auto& r : reqs) r.wait();
+      // The cursor, samples seen and digest recorded at that step (checked equal on every survivor).
+      const auto at = recorded.find(plan.step);
+      const Progress restored = agree_progress(c, at == recorded.end() ? nullptr : &at->second, plan.step);
       for (int l = fresh->first(); l < fresh->last(); ++l)
         fresh->unpack_layer(l, incoming.count(l) ? *incoming[l] : *store.get(l, plan.step));
       store.drop_after(plan.step);
-      p = progress_at(plan.step);
+      recorded.erase(recorded.upper_bound(plan.step), recorded.end());
+      p = restored;
       stage = std::move(fresh);
       bounds = nb;
       log.note("pp: lost rank(s) " + failed.str() + "; " + std::to_string(L) + " layers re-partitioned over " +
@@ -331,6 +339,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
         throw TrainingStateLost(what);
       }
       store.clear();
+      recorded.clear();
       log.note(what + "; FALLING BACK TO CHECKPOINT " + path + " (step " + std::to_string(p.step) + ")");
     }
     grp.set_committed_step(p.step - 1);
@@ -364,7 +373,8 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
       if (first || last) b = td.train.gather(ids);
       const std::int64_t M = std::min<std::int64_t>(cfg.micro_batches, B);
       std::vector<tensor::Tensor> ins(static_cast<size_t>(M)), outs(static_cast<size_t>(M));
-      double stats[1] = {0.0};
+      double loss_sum = 0.0;
+      data::SampleTally fed;  // the first stage: the rows it feeds to the model
       stage->optimizer().zero_grad();
       // GPipe: every micro-batch forward, then every backward in reverse.
       for (std::int64_t k = 0; k < M; ++k) {
@@ -372,6 +382,8 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
         tensor::Tensor in;
         if (first) {
           in = b.x.rows(s, e);
+          fed.add(p.cursor.epoch, std::span<const std::int64_t>(ids).subspan(static_cast<std::size_t>(s),
+                                                                             static_cast<std::size_t>(e - s)));
         } else {
           in = pins.keep(tensor::Tensor::empty({e - s, stage->in_width()}));
           c.recv(in.data(), static_cast<size_t>(in.numel()), fc::DType::f32, me - 1, kForwardTag);
@@ -380,7 +392,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
         tensor::Tensor out = stage->forward(in);
         if (last) {
           out = tensor::mse_loss(out, b.y.rows(s, e), denom);
-          stats[0] += out.item();
+          loss_sum += out.item();
         } else {
           c.send(pins.keep(out).data(), static_cast<size_t>(out.numel()), fc::DType::f32, me + 1, kForwardTag);
         }
@@ -403,12 +415,19 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
         out = tensor::Tensor();
         ins[static_cast<size_t>(k)] = tensor::Tensor();
       }
+      // The last stage's loss, each stage's non-finite gradient verdict and the first stage's rows,
+      // summed over the stages: every rank then decides alike. Commit point: every stage finished
+      // its backward of p.step; each then takes its optimizer step.
+      double stats[2 + data::SampleTally::kDoubles] = {loss_sum,
+                                                       all_finite(nn::gradients_of(stage->params())) ? 0.0 : 1.0};
+      fed.to_doubles(stats + 2);
+      fc::allreduce(c, fc::kInPlace, stats, std::size(stats), fc::DType::f64, fc::ReduceOp::sum);
+      require_finite(stats[0], stats[1] == 0.0, p.step, cfg);
       stage->optimizer().step();
-      // Commit point: every stage finished its backward and step of p.step.
-      fc::allreduce(c, fc::kInPlace, stats, 1, fc::DType::f64, fc::ReduceOp::sum);
       last_loss = stats[0];
-      p.samples_seen += B;
-      report.add_samples(B);
+      const auto step_tally = data::SampleTally::from_doubles(stats + 2);
+      p.add(step_tally);
+      report.add_samples(step_tally.count);
       p.cursor = sampler.next(p.cursor);
       ++p.step;
       g.set_committed_step(p.step - 1);
@@ -418,6 +437,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
         if (c.rank() == 0) {
           CheckpointInfo info{p.step, p.cursor.epoch, p.cursor.step, p.samples_seen, c.size(), cfg.seed,
                               to_hex(cfg_hash), ""};
+          info.samples_digest = p.samples_digest;
           log.checkpoint(p.step, ckpt->save(info, *full, *full_opt));
         }
       }
@@ -432,7 +452,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
   }
 
   TrainSummary s = TrainSummary::of_run(final.train_mse, last_loss, td.classification, final.eval, p.step, p.cursor.epoch, n0, g,
-                                        p.samples_seen, to_hex(final.digest), t_start);
+                                        p.tally(), sampler.expected_tally(p.cursor), to_hex(final.digest), t_start);
   if (!cfg.quiet)
     log.note("pp: stage state " + std::to_string(stage->state_bytes()) + " B, replica/snapshot store " +
              std::to_string(store.bytes()) + " B on rank 0");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "tensor/autograd.hpp"
 #include "tensor/ops.hpp"
 #include "train/checkpoint_store.hpp"
+#include "train/gradient_reducer.hpp"
 #include "train/progress_reporter.hpp"
 #include "train/mp_support.hpp"
 #include "train/pp_stage.hpp"
@@ -34,11 +36,9 @@ namespace fc = ftcc::comm;
 
 constexpr int kGatherTag = 16, kReplicaSizeTag = 3000, kReplicaTag = 3100;
 
-struct Progress {
-  data::Cursor cursor;
-  std::int64_t step = 0;
-  std::int64_t samples_seen = 0;
-};
+// Each rank feeds the whole batch to its slices, so each rank's own count and digest of the rows
+// it fed is the run's; the ranks' are compared after a failure and at the end (agree_progress).
+using Progress = TrainProgress;  // train/dp_trainer.hpp
 
 tensor::Tensor activate(const std::string& a, const tensor::Tensor& x) {
   if (a == "tanh") return tensor::tanh(x);
@@ -67,6 +67,8 @@ class ShardStore {
     std::erase_if(m_, [&](const auto& e) { return std::get<0>(e.first) > s; });
   }
   void clear() { m_.clear(); }
+  // The oldest step held, -1 when none.
+  std::int64_t oldest() const { return m_.empty() ? -1 : std::get<0>(m_.begin()->first); }
   // `slots` entries of (step, n, shard), newest first, padded with -1.
   std::vector<std::int64_t> encode(int slots) const {
     std::vector<std::int64_t> e(3 * static_cast<size_t>(slots), -1);
@@ -115,15 +117,9 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
   const int n0 = g.initial_size();
   data::DistributedSampler sampler({.num_samples = td.train.size(), .global_batch = cfg.batch, .seed = cfg.seed,
                                     .micro_batch = std::min(cfg.micro_batch, cfg.batch)});
-  auto progress_at = [&](std::int64_t s) {
-    const std::int64_t spe = sampler.steps_per_epoch();
-    Progress q;
-    q.step = s;
-    q.cursor = {s / spe, s % spe};
-    q.samples_seen = q.cursor.epoch * td.train.size() + q.cursor.step * cfg.batch;
-    return q;
-  };
   Progress p;
+  // The progress at each step of which `store` holds shards: what a rollback to that step restores.
+  std::map<std::int64_t, Progress> recorded;
   RunLog log(cfg, g, sampler.steps_per_epoch());
   std::unique_ptr<CheckpointStore> ckpt;
   if (!cfg.checkpoint_dir.empty()) ckpt = std::make_unique<CheckpointStore>(cfg.checkpoint_dir);
@@ -198,7 +194,7 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
   };
   // Rank 0 loads the newest valid checkpoint of `dir`; every rank gets the full model and slices.
   auto restore_checkpoint = [&](fc::Communicator& c, const std::string& dir, std::string& path) -> bool {
-    std::int64_t head[5] = {0, 0, 0, 0, 0};
+    std::int64_t head[6] = {0, 0, 0, 0, 0, 0};  // status, step, epoch, cursor step, samples, samples digest
     std::array<char, 1024> message{};
     ensure_full();
     if (c.rank() == 0) {
@@ -212,6 +208,7 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
           head[2] = info->epoch;
           head[3] = info->cursor_step;
           head[4] = info->samples_seen;
+          head[5] = std::bit_cast<std::int64_t>(info->samples_digest);
           std::snprintf(message.data(), message.size(), "%s", info->path.c_str());
         }
       } catch (const std::exception& e) {
@@ -219,7 +216,7 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
         std::snprintf(message.data(), message.size(), "checkpoint '%s': %s", dir.c_str(), e.what());
       }
     }
-    fc::broadcast(c, head, 5, fc::DType::i64, 0);
+    fc::broadcast(c, head, 6, fc::DType::i64, 0);
     fc::broadcast(c, message.data(), message.size() / 8, fc::DType::i64, 0);
     if (head[0] == -1) throw ftcc::InvalidArgument(std::string(message.data()));
     if (head[0] == 0) return false;
@@ -228,7 +225,7 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
     nn::unpack_bytes(full_list(), *b);
     slice_from_full(c.size(), c.rank());
     release_full();
-    p = Progress{{head[2], head[3]}, head[1], head[4]};
+    p = Progress{{head[2], head[3]}, head[1], head[4], std::bit_cast<std::uint64_t>(head[5])};
     path = message.data();
     return true;
   };
@@ -237,6 +234,7 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
     const int n = c.size(), me = c.rank();
     auto mine = pins.keep(std::make_shared<Bytes>(nn::pack_bytes(live_list())));
     store.put({p.step, n, me}, *mine);
+    recorded[p.step] = p;
     const int k = std::min(cfg.replicas, n - 1);
     for (int j = 1; j <= k; ++j) {
       const int dst = (me + j) % n, src = (me - j + n) % n;
@@ -252,6 +250,8 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
       store.put({p.step, n, src}, *payload);
     }
     store.prune();
+    const std::int64_t oldest = store.oldest();
+    std::erase_if(recorded, [&](const auto& e) { return e.first < oldest; });
   };
 
   ensure_full();
@@ -314,10 +314,14 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
         fc::broadcast(c, b->data(), b->size() / 4, fc::DType::i32, h);
         copy_shard(fl, L, ns, k, *b, /*to_full=*/true);
       }
+      // The cursor, samples seen and digest recorded at that step (checked equal on every survivor).
+      const auto at = recorded.find(step);
+      const Progress restored = agree_progress(c, at == recorded.end() ? nullptr : &at->second, step);
       slice_from_full(n, me);
       release_full();
       store.drop_after(step);
-      p = progress_at(step);
+      recorded.erase(recorded.upper_bound(step), recorded.end());
+      p = restored;
       log.note("tp: lost rank(s) " + failed.str() + "; " + std::to_string(ns) + " shards re-split over " +
                std::to_string(n) + " ranks from in-memory copies, rolled back to step " + std::to_string(step));
     } else {
@@ -333,6 +337,7 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
         throw TrainingStateLost(what);
       }
       store.clear();
+      recorded.clear();
       log.note(what + "; FALLING BACK TO CHECKPOINT " + path + " (step " + std::to_string(p.step) + ")");
     }
     grp.set_committed_step(p.step - 1);
@@ -352,6 +357,7 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
         // Final metrics from the full model gathered on rank 0; a failure here is recovered like
         // any other (and the steps after the restored copy are redone).
         fc::Communicator& c = g.comm();
+        agree_progress(c, &p, p.step);  // every rank fed the same samples (throws otherwise)
         gather_full(c);
         final = final_metrics(c, *full, td.train, td.test, td.classification);
         break;
@@ -362,6 +368,8 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
       const auto ids = sampler.batch(p.cursor);
       const auto B = static_cast<std::int64_t>(ids.size());
       data::Batch b = td.train.gather(ids);
+      data::SampleTally fed;  // the rows this rank feeds to its slices: the whole batch
+      fed.add(p.cursor.epoch, ids);
       opt->zero_grad();
       // Forward, one autograd segment per side of each allreduce: X_j -> z_j (partial), Z_j -> Y_j.
       std::vector<tensor::Tensor> X(static_cast<size_t>(pairs)), z(X.size()), Z(X.size()), Y(X.size());
@@ -403,10 +411,15 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
                         fc::ReduceOp::sum);
         }
       }
+      // The loss (the same on every rank: rank 0's is taken) and each rank's non-finite gradient
+      // verdict, so that every rank decides alike before any shard steps.
+      double stats[2] = {c.rank() == 0 ? loss.item() : 0.0, all_finite(nn::gradients_of(params)) ? 0.0 : 1.0};
+      fc::allreduce(c, fc::kInPlace, stats, 2, fc::DType::f64, fc::ReduceOp::sum);
+      require_finite(stats[0], stats[1] == 0.0, p.step, cfg);
       opt->step();
-      last_loss = loss.item();
-      p.samples_seen += B;
-      report.add_samples(B);
+      last_loss = stats[0];
+      p.add(fed);
+      report.add_samples(fed.count);
       p.cursor = sampler.next(p.cursor);
       ++p.step;
       g.set_committed_step(p.step - 1);
@@ -416,6 +429,7 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
         if (c.rank() == 0) {
           CheckpointInfo info{p.step, p.cursor.epoch, p.cursor.step, p.samples_seen, c.size(), cfg.seed,
                               to_hex(cfg_hash), ""};
+          info.samples_digest = p.samples_digest;
           log.checkpoint(p.step, ckpt->save(info, *full, *full_opt));
           release_full();
         }
@@ -431,7 +445,7 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
   }
 
   TrainSummary s = TrainSummary::of_run(final.train_mse, last_loss, td.classification, final.eval, p.step, p.cursor.epoch, n0, g,
-                                        p.samples_seen, to_hex(final.digest), t_start);
+                                        p.tally(), sampler.expected_tally(p.cursor), to_hex(final.digest), t_start);
   if (!cfg.quiet)
     log.note("tp: shard state " + std::to_string(nn::total_bytes(live_list())) + " B, replica/snapshot store " +
            std::to_string(store.bytes()) + " B on rank 0");

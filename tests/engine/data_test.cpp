@@ -1,6 +1,7 @@
 // data: CSV (plain, gzip, whitespace, header, errors), .npy round trip and errors, the shipped
 // data sets, standardization, deterministic splits, and the sampler's exactly-once properties,
-// including re-splitting an epoch over fewer ranks from a cursor in the middle of it.
+// including re-splitting an epoch over fewer ranks from a cursor in the middle of it, and the
+// samples tally (count + digest) that checks it at run time.
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -209,6 +210,76 @@ TEST(Sampler, CursorWrapsAndRejectsBadArguments) {
   EXPECT_THROW(DistributedSampler({.num_samples = 10, .global_batch = 4, .micro_batch = 5}), InvalidArgument);
   // More ranks than micro-batches: some ranks get nothing, the union is still the batch.
   expect_exactly_once(s, 0, {9, 9, 9});
+}
+
+// The exactly-once check the trainers run: the ranks' tallies of what they fed, summed over ranks
+// and steps (in doubles, as in a step's allreduce), equal expected_tally() of the final cursor; a
+// skipped, repeated or wrong-epoch sample shows.
+TEST(SampleTally, RanksTalliesSumToTheExpectedOneAndABugShows) {
+  DistributedSampler s({.num_samples = 103, .global_batch = 16, .seed = 5, .micro_batch = 4});
+  EXPECT_EQ(s.expected_tally({0, 0}), SampleTally{});
+  SampleTally run;
+  Cursor c{0, 0};
+  const std::vector<int> worlds = {4, 4, 3, 3, 3, 2, 2};  // ranks die on the way
+  for (int i = 0; i < 17; ++i, c = s.next(c)) {
+    const int n = worlds[static_cast<std::size_t>(c.step)];
+    std::vector<double> reduced(SampleTally::kDoubles, 0.0);
+    for (int r = 0; r < n; ++r) {
+      SampleTally mine;
+      mine.add(c.epoch, s.rank_ids(c, n, r));
+      std::vector<double> d(SampleTally::kDoubles);
+      mine.to_doubles(d.data());
+      for (std::size_t k = 0; k < d.size(); ++k) reduced[k] += d[k];
+    }
+    run += SampleTally::from_doubles(reduced.data());
+  }
+  EXPECT_EQ(c, (Cursor{2, 3}));
+  EXPECT_EQ(run.count, 2 * 103 + 3 * 16);
+  EXPECT_EQ(run, s.expected_tally(c));
+
+  // One sample skipped and another repeated: same count, different digest.
+  const auto b = s.batch({1, 2});
+  SampleTally wrong = run;
+  wrong.digest -= sample_mix(1, b[0]);
+  wrong.digest += sample_mix(1, b[1]);
+  EXPECT_EQ(wrong.count, run.count);
+  EXPECT_NE(wrong, s.expected_tally(c));
+  // The same sample in the wrong epoch.
+  SampleTally shifted = run;
+  shifted.digest += sample_mix(2, b[0]) - sample_mix(1, b[0]);
+  EXPECT_NE(shifted, s.expected_tally(c));
+  // A batch applied twice (a redone step counted again).
+  SampleTally twice = run;
+  twice.add(1, b);
+  EXPECT_NE(twice, s.expected_tally(c));
+  EXPECT_NE(twice.count, s.expected_tally(c).count);
+}
+
+TEST(SampleTally, DoublesCarryTheWrappingSumExactlyAndHexRoundTrips) {
+  // Digests near 2^64 from many ranks: the limb sums in doubles rebuild the wrapping sum.
+  std::vector<SampleTally> ranks;
+  for (int r = 0; r < 300; ++r) ranks.push_back({r, ~std::uint64_t{0} - static_cast<std::uint64_t>(r)});
+  std::vector<double> reduced(SampleTally::kDoubles, 0.0);
+  SampleTally expect;
+  for (const auto& t : ranks) {
+    std::vector<double> d(SampleTally::kDoubles);
+    t.to_doubles(d.data());
+    for (std::size_t k = 0; k < d.size(); ++k) reduced[k] += d[k];
+    expect += t;
+  }
+  EXPECT_EQ(SampleTally::from_doubles(reduced.data()), expect);
+  EXPECT_EQ(digest_hex(0x0123456789abcdefull), "0123456789abcdef");
+  EXPECT_EQ(parse_digest_hex("fedcba9876543210"), 0xfedcba9876543210ull);
+  EXPECT_THROW(parse_digest_hex("12"), InvalidArgument);
+  EXPECT_THROW(parse_digest_hex("xyz4567890123456"), InvalidArgument);
+}
+
+TEST(SampleTally, ExpectedTallyWithDropLastCountsOnlyTheBatches) {
+  DistributedSampler d({.num_samples = 103, .global_batch = 16, .seed = 5, .drop_last = true});
+  SampleTally run;
+  for (Cursor c{0, 0}; c.epoch < 2; c = d.next(c)) run.add(c.epoch, d.batch(c));
+  EXPECT_EQ(run.count, 2 * 96);
+  EXPECT_EQ(run, d.expected_tally({2, 0}));
 }
 
 }  // namespace

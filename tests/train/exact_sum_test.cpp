@@ -1,15 +1,19 @@
 // The exact sum: same bits whatever the grouping and order of the contributions, no overflow at
-// the bound, and precision relative to the largest value as documented in train/exact_sum.hpp.
+// the bound, and precision relative to the largest value as documented in train/exact_sum.hpp;
+// NaN and infinity are refused, never turned into fixed-point garbage.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/error.hpp"
+#include "train/dp_trainer.hpp"
 #include "train/exact_sum.hpp"
 
 namespace ft = ftcc::train;
@@ -89,6 +93,65 @@ TEST(ExactSum, ZerosAndNonFinite) {
   EXPECT_EQ(ft::exact_sum_exponent(0.0f, 10), 0);
   EXPECT_THROW(ft::exact_sum_exponent(std::nanf(""), 10), ftcc::InvalidArgument);
   EXPECT_THROW(ft::exact_sum_exponent(INFINITY, 10), ftcc::InvalidArgument);
+}
+
+// A NaN anywhere in a contribution must reach the guard: std::max(m, NaN) keeps m, so a max_abs
+// built on it let a NaN gradient through, and llrint(NaN * 2^e) summed INT64_MIN into the bucket.
+TEST(ExactSum, NanOrInfAnywhereMakesMaxAbsInfinite) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (float bad : {nan, -nan, inf, -inf})
+    for (std::size_t at : {0u, 1u, 3u}) {
+      std::vector<float> v = {0.5f, -2.0f, 1.0f, 0.25f};
+      v[at] = bad;
+      EXPECT_EQ(ft::max_abs(v), inf) << bad << " at " << at;
+    }
+  EXPECT_EQ(ft::max_abs(std::vector<float>{0.5f, -2.0f}), 2.0f);
+  // What the reducer does with the per-rank maxima (an allreduce-MAX is std::max in either
+  // order): a rank with a NaN makes the bucket's maximum infinite for every rank, and the
+  // exponent refuses it.
+  const float with_nan = ft::max_abs(std::vector<float>{1.0f, nan}), finite = ft::max_abs(std::vector<float>{3.0f});
+  EXPECT_EQ(std::max(with_nan, finite), inf);
+  EXPECT_EQ(std::max(finite, with_nan), inf);
+  EXPECT_THROW(ft::exact_sum_exponent(std::max(finite, with_nan), 4), ftcc::InvalidArgument);
+}
+
+TEST(ExactSum, AccumulateRefusesValuesThatDoNotFitInsteadOfInt64Min) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const int e = ft::exact_sum_exponent(2.0f, 4);
+  std::vector<std::int64_t> acc(3, 0);
+  EXPECT_THROW(ft::accumulate_fixed(std::vector<float>{1.0f, nan, 0.5f}, e, acc), ftcc::InvalidArgument);
+  EXPECT_THROW(ft::accumulate_fixed(std::vector<float>{1.0f, std::numeric_limits<float>::infinity(), 0.5f}, e, acc),
+               ftcc::InvalidArgument);
+  // A value far beyond the bucket's maximum (e not from its bucket) would overflow int64.
+  EXPECT_THROW(ft::accumulate_fixed(std::vector<float>{1.0f, 1.0e10f, 0.5f}, e, acc), ftcc::InvalidArgument);
+  for (auto a : acc) EXPECT_NE(a, std::numeric_limits<std::int64_t>::min());
+  // In range: accepted, and exact.
+  std::fill(acc.begin(), acc.end(), 0);
+  ft::accumulate_fixed(std::vector<float>{2.0f, -2.0f, 0.5f}, e, acc);
+  std::vector<float> back(3);
+  ft::fixed_to_float(acc, e, back);
+  EXPECT_EQ(back, (std::vector<float>{2.0f, -2.0f, 0.5f}));
+}
+
+// The trainers' verdict on a step (train/dp_trainer.hpp): the message names the value and the step.
+TEST(RequireFinite, NamesTheLossOrTheGradientAndTheStep) {
+  ftcc::train::TrainConfig cfg;
+  cfg.lr = 1e6;
+  EXPECT_NO_THROW(ft::require_finite(0.5, true, 3, cfg));
+  auto message = [&](double loss, bool grads_finite) {
+    try {
+      ft::require_finite(loss, grads_finite, 12, cfg);
+    } catch (const ftcc::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no throw)");
+  };
+  EXPECT_EQ(message(std::nan(""), true),
+            "non-finite loss (nan) at step 12: the training diverged (lower --lr, now 1e+06) or the data holds "
+            "NaN/Inf values");
+  EXPECT_EQ(message(-INFINITY, true).substr(0, 36), "non-finite loss (-inf) at step 12: t");
+  EXPECT_EQ(message(2.5, false).substr(0, 46), "non-finite gradient (loss 2.5) at step 12: the");
+  EXPECT_EQ(message(INFINITY, false).substr(0, 33), "non-finite loss (inf) at step 12:");
 }
 
 }  // namespace
