@@ -11,13 +11,17 @@ each, mpirun starting its daemons there through tools/netns-hosts-agent instead 
   partition  h3's link cut mid-run: h1+h2 exclude h3's ranks (ULFM's heartbeat detector,
              FTCC_DETECTOR_TIMEOUT=2 s) and finish with the fault-free parameters; h3's ranks stop
              with "quorum lost" (they are the minority); after the link heals mpirun exits 0;
-  crash      h3 crashes (link cut, every process in it killed): the same, without the minority.
+  crash      h3 crashes (link cut, every process in it killed): the same, without the minority;
+  quorum     a job on h1+h2 only (2 x 2 ranks; h3 idles), h2's link cut mid-run: two halves, neither
+             a strict majority of the 4 ranks, so every rank stops with "quorum lost" while cut
+             off, tools/ftcc-run exits 3 ("the job stopped: no group of survivors held a majority
+             (quorum lost)") and nothing is written to the checkpoint folder after the cut.
 
 Needs root (namespaces) and a ULFM MPI; exits 77 (skipped) without them. The namespaces are
 removed at the end whatever happens (also on SIGTERM from meson's timeout), and at the start in
 case an earlier run was killed before it could clean up.
 """
-import json, os, re, signal, subprocess, sys, threading, time
+import hashlib, json, os, re, shutil, signal, subprocess, sys, tempfile, threading, time
 
 build = os.path.abspath(sys.argv[1])
 args = sys.argv[2:]
@@ -111,11 +115,16 @@ def kill_leftovers():
 
 
 class Job:
-    """An mpirun of ftcc-train over the simulated hosts; stdout+stderr read line by line with times."""
+    """An mpirun of ftcc-train over the simulated hosts; stdout+stderr read line by line with times.
+    on: the hosts to run on (default every host), per_host ranks on each."""
 
-    def __init__(self, extra):
+    def __init__(self, extra, on=None):
         mpi_args = hosts("mpirun-args", str(per_host)).split()
-        self.cmd = [run_tool, *mpi_args, "-n", str(ranks), train, *MODEL, *extra]
+        n = ranks
+        if on is not None:
+            mpi_args[mpi_args.index("--host") + 1] = ",".join(f"{h}:{per_host}" for h in on)
+            n = len(on) * per_host
+        self.cmd = [run_tool, *mpi_args, "-n", str(n), train, *MODEL, *extra]
         self.p = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                   errors="replace")
         self.lines = []  # (monotonic time, line)
@@ -222,6 +231,70 @@ def host_fault_case(name, action):
         print(f"--- {name}: output tail\n{j.tail(40)}")
 
 
+def snapshot(folder):
+    """Every file under folder -> SHA-256 of its content."""
+    out = {}
+    for dirpath, _, files in os.walk(folder):
+        for f in files:
+            path = os.path.join(dirpath, f)
+            try:
+                with open(path, "rb") as fh:
+                    out[os.path.relpath(path, folder)] = hashlib.sha256(fh.read()).hexdigest()
+            except OSError:
+                pass
+    return out
+
+
+def quorum_lost_case():
+    """Two hosts, h2 cut off: neither half holds a strict majority, so the whole job stops (exit 3)."""
+    name, on, victim = "quorum", ["h1", "h2"], "h2"
+    n = len(on) * per_host
+    ck = tempfile.mkdtemp(prefix="ftcc-multihost-ck-")
+    try:
+        j = Job(["--epochs", str(EPOCHS), "--checkpoint-dir", ck, "--checkpoint-every", "20"], on=on)
+        started = j.wait_for(r"^step \d+/", 120)
+        if started is None:
+            check(False, f"{name}: training started on {'+'.join(on)} ({j.tail()})")
+            j.finish(5)
+            return
+        hosts("partition", victim)
+        t_cut = time.monotonic()
+        # A step needs every rank, so none completes once the link is down; nobody can be declared
+        # failed before the detector's timeout. What the folder holds now is what it must hold at the end.
+        time.sleep(DETECTOR_S / 2)
+        before = snapshot(ck)
+        # Every rank, on both sides, must stop by itself while the link is still cut.
+        end = time.monotonic() + 30 + 4 * n * DETECTOR_S
+        while any(ns_pids(h, "ftcc-train") for h in on) and time.monotonic() < end:
+            time.sleep(0.5)
+        stopped = time.monotonic() - t_cut
+        check(not any(ns_pids(h, "ftcc-train") for h in on),
+              f"{name}: every rank on {'+'.join(on)} stopped while {victim} was cut off ({stopped:.1f} s after the cut)")
+        hosts("heal", victim)  # h2's daemon reports its ranks' end once it can reach mpirun again
+        rc = j.finish(120)
+        kill_leftovers()
+        out = [line for _, line in j.lines]
+        quorum = [line for line in out if "quorum lost" in line and "ftcc-run:" not in line]
+        check(len(quorum) == n, f"{name}: all {n} ranks printed 'quorum lost' ({len(quorum)} lines)")
+        for line in quorum[:n]:
+            print(f"     {line}")
+        verdict = [line for line in out if line.startswith(
+            "ftcc-run: the job stopped: no group of survivors held a majority (quorum lost)")]
+        check(len(verdict) == 1, f"{name}: ftcc-run says the job stopped on quorum lost ({(verdict or [''])[0]})")
+        check(rc == 3, f"{name}: tools/ftcc-run exit status {rc} == 3 (quorum lost)")
+        check(not any(line.startswith(("FTCC_SUMMARY ", "recovery: recovered")) for line in out),
+              f"{name}: no side recovered or finished")
+        after = snapshot(ck)
+        check(bool(before) and after == before,
+              f"{name}: the checkpoint folder is unchanged since the cut ({len(before)} files; "
+              f"added {sorted(set(after) - set(before))}, changed "
+              f"{sorted(k for k in before if k in after and after[k] != before[k])})")
+        if failures:
+            print(f"--- {name}: output tail\n{j.tail(40)}")
+    finally:
+        shutil.rmtree(ck, ignore_errors=True)
+
+
 # Can this machine make network namespaces at all (root in a container may not)?
 probe_ns = f"ftcc-probe-{os.getpid()}"
 if subprocess.run(["ip", "netns", "add", probe_ns], capture_output=True).returncode != 0:
@@ -266,6 +339,8 @@ try:
 
     host_fault_case("partition", "partition")
     host_fault_case("crash", "crash")
+    if n_hosts >= 2:
+        quorum_lost_case()
 finally:
     hosts("down", check_rc=False)
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
