@@ -127,9 +127,15 @@ SafetensorsContents load_safetensors(const std::string& path) {
     if (!parse_dtype(tag, &e.dtype)) bad("unsupported dtype " + tag + " (ftcc reads F32 and F64)");
     if (v["shape"].size() > static_cast<std::size_t>(tensor::kMaxDims))
       bad("shape has " + std::to_string(v["shape"].size()) + " dimensions, at most 4 are supported");
+    std::int64_t numel = 1;
     for (const auto& d : v["shape"]) {
       if (!d.is_number_unsigned()) bad("shape entries must be non-negative integers");
-      e.shape.push_back(d.get<std::int64_t>());
+      const auto extent = d.get<std::uint64_t>();
+      // Checked here, before the byte count: [2^32, 2^32] used to wrap to 0 bytes and pass.
+      if (extent > static_cast<std::uint64_t>(tensor::kMaxNumel) ||
+          __builtin_mul_overflow(numel, static_cast<std::int64_t>(extent), &numel) || numel > tensor::kMaxNumel)
+        bad("shape has more than 2^60 elements");
+      e.shape.push_back(static_cast<std::int64_t>(extent));
     }
     for (const auto& o : v["data_offsets"])
       if (!o.is_number_unsigned()) bad("data_offsets must be non-negative integers");

@@ -19,6 +19,8 @@ enum class Device : std::uint8_t { CPU, CUDA };
 using Shape = std::vector<std::int64_t>;
 
 inline constexpr int kMaxDims = 4;
+// Most elements of one tensor: its size in bytes (at most 8 per element) fits in int64.
+inline constexpr std::int64_t kMaxNumel = std::int64_t{1} << 60;
 
 inline std::size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 8; }
 inline const char* dtype_name(DType t) { return t == DType::F32 ? "float32" : "float64"; }

@@ -14,7 +14,9 @@ std::int64_t shape_numel(const Shape& s) {
   std::int64_t n = 1;
   for (auto d : s) {
     FTCC_CHECK(d >= 0) << "negative extent in shape " << shape_str(s);
-    n *= d;
+    // Bounded so that the byte count of any dtype (<= 8 bytes) still fits in int64.
+    FTCC_CHECK(!__builtin_mul_overflow(n, d, &n) && n <= kMaxNumel)
+        << "shape " << shape_str(s) << " has more than " << kMaxNumel << " elements";
   }
   return n;
 }

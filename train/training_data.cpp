@@ -1,5 +1,7 @@
 #include "train/training_data.hpp"
 
+#include <tuple>
+
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -38,7 +40,15 @@ data::Dataset synthetic(const std::string& spec, std::uint64_t seed) {
   FTCC_REQUIRE(f.size() == 4) << "--dataset '" << spec << "': expected synthetic:N:IN:OUT";
   const auto n = parse_positive(spec, f[1], "N"), in = parse_positive(spec, f[2], "IN"),
              out = parse_positive(spec, f[3], "OUT");
-  FTCC_REQUIRE(n * in <= (std::int64_t{1} << 31)) << "--dataset '" << spec << "' is too large";
+  // Each array (inputs N x IN, targets N x OUT, the hidden map IN x OUT) at most 2^31 values;
+  // the products are checked before they can overflow.
+  constexpr std::int64_t kMaxValues = std::int64_t{1} << 31;
+  for (const auto& [a, b, what] : {std::tuple{n, in, "N x IN"}, std::tuple{n, out, "N x OUT"}, std::tuple{in, out, "IN x OUT"}}) {
+    std::int64_t prod = 0;
+    FTCC_REQUIRE(!__builtin_mul_overflow(a, b, &prod) && prod <= kMaxValues)
+        << "--dataset '" << spec << "' is too large: " << what << " = " << a << " x " << b
+        << " values, at most 2^31 (2147483648) per array";
+  }
   tensor::Philox xs(seed, 101), ws(seed, 102);
   std::vector<float> x(static_cast<size_t>(n * in)), y(static_cast<size_t>(n * out)), w(static_cast<size_t>(in * out));
   // Box-Muller on Philox uniforms: identical on every platform.

@@ -150,6 +150,11 @@ TEST_F(Safetensors, EveryBadFileIsRefused) {
   expect_refused(file_with(R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},"__metadata__":{"a":1}})",
                            std::string(24, '\0')),
                  {"__metadata__ value 'a' is not a string"});
+  // Shapes whose element count overflows: [2^32, 2^32] used to wrap to 0 bytes and match empty data.
+  expect_refused(file_with(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", ""),
+                 {"shape has more than 2^60 elements"});
+  expect_refused(file_with(R"({"w":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,0]}})", ""),
+                 {"shape has more than 2^60 elements"});
   // Well-formed files that do not match the model.
   expect_refused(file_with(R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})", std::string(24, '\0')),
                  {"missing tensor 'b'"});

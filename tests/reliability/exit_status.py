@@ -206,8 +206,12 @@ elif case.startswith("kill_in_"):
 
 elif case == "bad_runtime_flags":
     for flag, line in ((["--inject", "kill:rank=7:step=1"], "names rank 7, but the job has 2 rank(s): it would never fire"),
-                       (["--hang-timeout", "0.0005"], "use at least 0.1, or 0 to turn it off")):
-        rc, out, _ = job(2, TRAIN, *MODEL, "--steps", "4", *flag)
+                       (["--hang-timeout", "0.0005"], "use at least 0.1, or 0 to turn it off"),
+                       # Used to segfault: N x IN overflowed before the size guard.
+                       (["--dataset", "synthetic:4294967296:4294967296:4294967296"],
+                        "is too large: N x IN = 4294967296 x 4294967296 values, at most 2^31")):
+        model = MODEL if "--dataset" not in flag else ["--layers", "1,1", "--quiet"]
+        rc, out, _ = job(2, TRAIN, *model, "--steps", "4", *flag)
         expect(rc, 2, out, line=line, no_recovery_line=True)
 
 elif case == "embed_without_ulfm":
