@@ -2,6 +2,10 @@
 # Usage: embed_test.sh BUILD_DIR EXAMPLE.cpp FTCC_RUN
 # Installs the build into a scratch DESTDIR, compiles EXAMPLE.cpp with only
 # `pkg-config --cflags --libs ftcc` (prefix redirected to the scratch tree) and runs it on 2 ranks.
+# Then the same for every code block of docs/*.md that claims to be a whole program: a ```cpp
+# block whose first line is `// docs example (run: N ranks, expect: TEXT)` is built the same
+# way, run under tools/ftcc-run on N ranks (the program injects its own faults), and must exit 0
+# and print TEXT.
 set -euo pipefail
 build=$1 src=$2 run=$3
 tmp=$(mktemp -d /tmp/ftcc-embed.XXXXXX)
@@ -17,3 +21,36 @@ echo "embed_test: c++ example.cpp $flags"
 c++ -O1 "$src" $flags -Wl,-rpath,"$libdir" -o "$tmp/embed_example"
 "$run" -n 2 "$tmp/embed_example" | tee "$tmp/out"
 grep -q 'embed_example: ok' "$tmp/out"
+
+docs=$(cd "$(dirname "$0")/../../docs" && pwd)
+python3 - "$docs" "$tmp/docs" <<'PY'
+import os, re, sys
+docs, out = sys.argv[1], sys.argv[2]
+os.makedirs(out, exist_ok=True)
+n = 0
+for name in sorted(os.listdir(docs)):
+    if not name.endswith(".md"):
+        continue
+    text = open(os.path.join(docs, name)).read()
+    for block in re.findall(r"```cpp\n(.*?)```", text, re.S):
+        m = re.match(r"// docs example \(run: (\d+) ranks, expect: (.*)\)\n", block)
+        if not m:
+            continue
+        n += 1
+        base = os.path.join(out, f"{name[:-3]}-{n}")
+        open(base + ".cpp", "w").write(block)
+        open(base + ".run", "w").write(f"{m.group(1)}\n{m.group(2)}\n")
+if n == 0:
+    sys.exit("embed_test: no runnable example found in docs/*.md (a block starting with '// docs example (run: ...)')")
+PY
+for src in "$tmp"/docs/*.cpp; do
+  base=${src%.cpp}
+  ranks=$(sed -n 1p "$base.run") expect=$(sed -n 2p "$base.run")
+  echo "embed_test: docs example $(basename "$base"): c++ ... pkg-config, $ranks ranks"
+  c++ -O1 "$src" $flags -Wl,-rpath,"$libdir" -o "$base" || { echo "embed_test: $(basename "$src") does not build" >&2; exit 1; }
+  rc=0
+  "$run" -n "$ranks" "$base" >"$base.out" 2>&1 || rc=$?
+  cat "$base.out"
+  [ "$rc" -eq 0 ] || { echo "embed_test: $(basename "$base") exited $rc" >&2; exit 1; }
+  grep -qF "$expect" "$base.out" || { echo "embed_test: $(basename "$base") did not print '$expect'" >&2; exit 1; }
+done
