@@ -48,6 +48,12 @@ CheckpointStore::CheckpointStore(std::string dir) : dir_(std::move(dir)) {
   FTCC_REQUIRE(!ec && fs::is_directory(dir_)) << "--checkpoint-dir '" << dir_ << "' cannot be created: " << ec.message();
 }
 
+CheckpointStore::CheckpointStore(std::string dir, const TrainConfig& run, const std::vector<std::int64_t>& widths)
+    : CheckpointStore(std::move(dir)) {
+  run_ = run;
+  run_->layers = widths;
+}
+
 std::string CheckpointStore::save(const CheckpointInfo& info, const nn::Module& model, const optim::Optimizer& opt) const {
   const std::string stem = (fs::path(dir_) / stem_of(info.step)).string();
   std::string data_path = stem + ".safetensors";  // not const: returned, so moved out
@@ -68,6 +74,7 @@ std::string CheckpointStore::save(const CheckpointInfo& info, const nn::Module& 
                    {"config_hash", info.config_hash},
                    {"file", fs::path(data_path).filename().string()},
                    {"sha256", file_sha256(data_path)}};
+  if (run_) j["config"] = run_->to_json();
   const std::string tmp_meta = meta_path + ".tmp";
   {
     std::ofstream out(tmp_meta, std::ios::trunc);
@@ -80,7 +87,7 @@ std::string CheckpointStore::save(const CheckpointInfo& info, const nn::Module& 
   return data_path;
 }
 
-std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<void(const std::string&)>& skipped) const {
+std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<void(const std::string&)>& notes) const {
   std::vector<fs::path> metas;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
@@ -91,8 +98,10 @@ std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<
   std::sort(metas.rbegin(), metas.rend());
   for (const auto& m : metas) {
     auto skip = [&](const std::string& why) {
-      if (skipped) skipped(m.string() + ": " + why);
+      if (notes) notes("skipping checkpoint " + m.string() + ": " + why);
     };
+    CheckpointInfo info;
+    std::optional<TrainConfig> recorded;  // absent in checkpoints written before it was recorded
     try {
       std::ifstream in(m);
       const auto j = nlohmann::json::parse(in);
@@ -100,7 +109,6 @@ std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<
         skip("not an ftcc training checkpoint");
         continue;
       }
-      CheckpointInfo info;
       info.step = j.at("step").get<std::int64_t>();
       info.epoch = j.at("epoch").get<std::int64_t>();
       info.cursor_step = j.at("cursor_step").get<std::int64_t>();
@@ -110,6 +118,7 @@ std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<
       info.world_size = j.at("world_size").get<int>();
       info.seed = j.at("seed").get<std::uint64_t>();
       info.config_hash = j.at("config_hash").get<std::string>();
+      if (j.contains("config")) recorded = TrainConfig::from_json(j.at("config"));
       info.path = (m.parent_path() / j.at("file").get<std::string>()).string();
       if (!fs::exists(info.path)) {
         skip("its data file " + info.path + " is missing");
@@ -119,10 +128,28 @@ std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<
         skip("checksum mismatch: " + info.path + " is corrupt or truncated");
         continue;
       }
-      return info;
     } catch (const std::exception& e) {
       skip(std::string("unreadable metadata (") + e.what() + ")");
+      continue;
     }
+    if (!run_) return info;
+    // The newest valid checkpoint is the one to resume: if it is of another configuration, refuse
+    // rather than fall back to an older one of this configuration (resuming from further back
+    // than the user thinks).
+    TrainConfig saved = *run_;  // what an old checkpoint does not record is taken as unchanged
+    if (recorded) {
+      saved = *recorded;
+    } else {
+      saved.seed = info.seed;
+      if (notes)
+        notes("checkpoint " + m.string() + " records no configuration (written by an older ftcc-train): only its seed "
+              "and tensor shapes can be checked; the other fields that must match to resume (docs/training.md, "
+              "\"What --resume checks\") are taken as unchanged");
+    }
+    if (const std::string why = resume_refusal(saved, *run_); !why.empty())
+      throw ftcc::InvalidArgument("the newest checkpoint (" + m.filename().string() +
+                                  ") was written with a different configuration: " + why);
+    return info;
   }
   return std::nullopt;
 }

@@ -238,7 +238,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
 
   RunLog log(cfg, g, sampler->steps_per_epoch());
   std::unique_ptr<CheckpointStore> store;
-  if (!cfg.checkpoint_dir.empty()) store = std::make_unique<CheckpointStore>(cfg.checkpoint_dir);
+  if (!cfg.checkpoint_dir.empty()) store = std::make_unique<CheckpointStore>(cfg.checkpoint_dir, cfg, widths);
 
   // Resume: rank 0 finds the newest valid checkpoint and loads it; everyone gets it by broadcast.
   // Rank 0's verdict (found / none / error and its message) is broadcast first, so a checkpoint
@@ -248,8 +248,8 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     std::array<char, 1024> message{};
     if (g.rank() == 0) {
       try {
-        CheckpointStore from(cfg.resume);
-        auto info = from.newest_valid([&](const std::string& why) { log.note("skipping checkpoint " + why); });
+        CheckpointStore from(cfg.resume, cfg, widths);  // refuses a checkpoint of another configuration
+        auto info = from.newest_valid([&](const std::string& note) { log.note(note); });
         if (info) {
           CheckpointStore::load(*info, *model, *opt);  // validates everything before changing anything
           p = Progress{{info->epoch, info->cursor_step}, info->step, info->samples_seen};

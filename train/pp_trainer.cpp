@@ -130,7 +130,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
 
   RunLog log(cfg, g, sampler.steps_per_epoch());
   std::unique_ptr<CheckpointStore> ckpt;
-  if (!cfg.checkpoint_dir.empty()) ckpt = std::make_unique<CheckpointStore>(cfg.checkpoint_dir);
+  if (!cfg.checkpoint_dir.empty()) ckpt = std::make_unique<CheckpointStore>(cfg.checkpoint_dir, cfg, widths);
 
   // The full model on rank 0 (checkpoints, final metrics): built on demand.
   std::shared_ptr<nn::Sequential> full;
@@ -181,15 +181,17 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
     }
   };
   // Rank 0 loads the newest valid checkpoint of `dir` and every stage gets its layers. Returns
-  // false when there is none; throws InvalidArgument (same text on every rank) when it does not fit.
-  auto restore_checkpoint = [&](fc::Communicator& c, const std::string& dir, std::string& path) -> bool {
+  // false when there is none; throws InvalidArgument (same text on every rank, prefixed by `flag`)
+  // when it does not fit or was written with another configuration (CheckpointStore).
+  auto restore_checkpoint = [&](fc::Communicator& c, const std::string& dir, std::string& path,
+                                const char* flag = "checkpoint") -> bool {
     // status (1 loaded, 0 none, -1 error), step, epoch, cursor step, samples, samples digest
     std::int64_t head[6] = {0, 0, 0, 0, 0, 0};
     std::array<char, 1024> message{};
     if (c.rank() == 0) {
       try {
-        CheckpointStore from(dir);
-        auto info = from.newest_valid([&](const std::string& why) { log.note("skipping checkpoint " + why); });
+        CheckpointStore from(dir, cfg, widths);  // refuses a checkpoint of another configuration
+        auto info = from.newest_valid([&](const std::string& note) { log.note(note); });
         if (info) {
           ensure_full();
           CheckpointStore::load(*info, *full, *full_opt);
@@ -203,7 +205,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
         }
       } catch (const std::exception& e) {
         head[0] = -1;
-        std::snprintf(message.data(), message.size(), "checkpoint '%s': %s", dir.c_str(), e.what());
+        std::snprintf(message.data(), message.size(), "%s '%s': %s", flag, dir.c_str(), e.what());
       }
     }
     fc::broadcast(c, head, 6, fc::DType::i64, 0);
@@ -264,7 +266,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
 
   if (!cfg.resume.empty()) {
     std::string path;
-    FTCC_REQUIRE(restore_checkpoint(g.comm(), cfg.resume, path))
+    FTCC_REQUIRE(restore_checkpoint(g.comm(), cfg.resume, path, "--resume"))
         << "--resume '" << cfg.resume << "': no valid checkpoint found there";
     log.note("resumed from " + path + " (step " + std::to_string(p.step) + ")");
   }

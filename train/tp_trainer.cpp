@@ -122,7 +122,7 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
   std::map<std::int64_t, Progress> recorded;
   RunLog log(cfg, g, sampler.steps_per_epoch());
   std::unique_ptr<CheckpointStore> ckpt;
-  if (!cfg.checkpoint_dir.empty()) ckpt = std::make_unique<CheckpointStore>(cfg.checkpoint_dir);
+  if (!cfg.checkpoint_dir.empty()) ckpt = std::make_unique<CheckpointStore>(cfg.checkpoint_dir, cfg, widths);
   Pins pins;
   ShardStore store;
 
@@ -193,14 +193,15 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
     }
   };
   // Rank 0 loads the newest valid checkpoint of `dir`; every rank gets the full model and slices.
-  auto restore_checkpoint = [&](fc::Communicator& c, const std::string& dir, std::string& path) -> bool {
+  auto restore_checkpoint = [&](fc::Communicator& c, const std::string& dir, std::string& path,
+                                const char* flag = "checkpoint") -> bool {
     std::int64_t head[6] = {0, 0, 0, 0, 0, 0};  // status, step, epoch, cursor step, samples, samples digest
     std::array<char, 1024> message{};
     ensure_full();
     if (c.rank() == 0) {
       try {
-        CheckpointStore from(dir);
-        auto info = from.newest_valid([&](const std::string& why) { log.note("skipping checkpoint " + why); });
+        CheckpointStore from(dir, cfg, widths);  // refuses a checkpoint of another configuration
+        auto info = from.newest_valid([&](const std::string& note) { log.note(note); });
         if (info) {
           CheckpointStore::load(*info, *full, *full_opt);
           head[0] = 1;
@@ -213,7 +214,7 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
         }
       } catch (const std::exception& e) {
         head[0] = -1;
-        std::snprintf(message.data(), message.size(), "checkpoint '%s': %s", dir.c_str(), e.what());
+        std::snprintf(message.data(), message.size(), "%s '%s': %s", flag, dir.c_str(), e.what());
       }
     }
     fc::broadcast(c, head, 6, fc::DType::i64, 0);
@@ -259,7 +260,7 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
   release_full();
   if (!cfg.resume.empty()) {
     std::string path;
-    FTCC_REQUIRE(restore_checkpoint(g.comm(), cfg.resume, path))
+    FTCC_REQUIRE(restore_checkpoint(g.comm(), cfg.resume, path, "--resume"))
         << "--resume '" << cfg.resume << "': no valid checkpoint found there";
     log.note("resumed from " + path + " (step " + std::to_string(p.step) + ")");
   }

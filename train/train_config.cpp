@@ -1,6 +1,7 @@
 #include "train/train_config.hpp"
 
 #include <cmath>
+#include <functional>
 #include <sstream>
 #include <utility>
 
@@ -14,6 +15,83 @@ bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {
   for (const char* a : allowed)
     if (v == a) return true;
   return false;
+}
+
+// One row of the field table: every TrainConfig field, its name (the flag without "--"), and
+// whether a --resume may change it. Unsafe: the field changes the model, the data (which samples,
+// in which order), what the checkpoint's data cursor counts, or what the optimizer state means,
+// so training on from the checkpoint would not be the run it continues (and exactly-once data
+// would be void). Safe: the step budget, the step size, where and how the run is executed,
+// observed and checkpointed.
+struct Field {
+  const char* name;
+  bool safe_on_resume;
+  // Unsafe fields that only matter in some configurations (momentum: SGD only) say when; a
+  // difference where it does not matter (in the resuming run) is safe.
+  std::function<bool(const TrainConfig&)> matters;
+  std::function<nlohmann::json(const TrainConfig&)> get;
+  std::function<void(TrainConfig&, const nlohmann::json&)> set;
+};
+
+template <class T>
+Field field(const char* name, T TrainConfig::*member, bool safe, std::function<bool(const TrainConfig&)> matters = {}) {
+  return {name, safe, std::move(matters), [member](const TrainConfig& c) { return nlohmann::json(c.*member); },
+          [member](TrainConfig& c, const nlohmann::json& j) { c.*member = j.get<T>(); }};
+}
+
+constexpr bool kSafe = true, kUnsafe = false;
+
+// A new TrainConfig field goes here (tests/train/resume_config_test.cpp checks that none is missing).
+const std::vector<Field>& fields() {
+  static const std::vector<Field> table{
+      field("parallel", &TrainConfig::parallel, kSafe),  // dp, pp and tp checkpoints are one format: the full model
+      field("layers", &TrainConfig::layers, kUnsafe),
+      field("activation", &TrainConfig::activation, kUnsafe),
+      field("dataset", &TrainConfig::dataset, kUnsafe),
+      field("epochs", &TrainConfig::epochs, kSafe),
+      field("steps", &TrainConfig::steps, kSafe),
+      field("batch", &TrainConfig::batch, kUnsafe),              // the cursor counts batches of this size
+      field("micro-batch", &TrainConfig::micro_batch, kUnsafe),  // the split and the --deterministic sum
+      field("lr", &TrainConfig::lr, kSafe),
+      field("optimizer", &TrainConfig::optimizer, kUnsafe),      // which state tensors exist
+      field("momentum", &TrainConfig::momentum, kUnsafe,         // SGD's momentum buffer (absent at 0)
+            [](const TrainConfig& c) { return c.optimizer == "sgd"; }),
+      field("weight-decay", &TrainConfig::weight_decay, kSafe),  // applied per step, no state of its own
+      field("seed", &TrainConfig::seed, kUnsafe),                // the data order and the held-out split
+      field("device", &TrainConfig::device, kSafe),
+      field("deterministic", &TrainConfig::deterministic, kUnsafe),  // resumed = uninterrupted, bitwise
+      field("on-failure", &TrainConfig::on_failure, kUnsafe),    // keep-local-batch changes the global batch
+      field("inject", &TrainConfig::inject, kSafe),
+      field("hang-timeout", &TrainConfig::hang_timeout_s, kSafe),
+      field("checkpoint-dir", &TrainConfig::checkpoint_dir, kSafe),
+      field("checkpoint-every", &TrainConfig::checkpoint_every, kSafe),
+      field("resume", &TrainConfig::resume, kSafe),
+      field("log-json", &TrainConfig::log_json, kSafe),
+      field("metrics-port", &TrainConfig::metrics_port, kSafe),
+      field("metrics-bind", &TrainConfig::metrics_bind, kSafe),
+      field("quiet", &TrainConfig::quiet, kSafe),
+      field("log-every", &TrainConfig::log_every, kSafe),
+      field("held-out", &TrainConfig::held_out, kUnsafe),        // which samples are training samples
+      field("bucket-mb", &TrainConfig::bucket_mb, kSafe),
+      field("micro-batches", &TrainConfig::micro_batches, kSafe),  // pp's pipeline depth: same batch, same data
+      field("replicas", &TrainConfig::replicas, kSafe),            // in-memory copies only
+      field("replicate-every", &TrainConfig::replicate_every, kSafe),
+  };
+  return table;
+}
+
+// A value as one would write it on the command line: 64,64,10; relu; 0.05; true.
+std::string shown(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_array()) {
+    std::string out;
+    for (const auto& e : v) {
+      if (!out.empty()) out += ',';
+      out += shown(e);
+    }
+    return out.empty() ? "(none)" : out;
+  }
+  return v.dump();
 }
 
 }  // namespace
@@ -68,6 +146,43 @@ std::string TrainConfig::canonical() const {
      << " replicate_every=" << replicate_every << " inject=";
   for (const auto& s : inject) os << s << ';';
   return os.str();
+}
+
+nlohmann::json TrainConfig::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& f : fields()) j[f.name] = f.get(*this);
+  return j;
+}
+
+TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
+  TrainConfig c;
+  for (const auto& f : fields())
+    if (auto it = j.find(f.name); it != j.end()) f.set(c, *it);
+  return c;
+}
+
+std::vector<ConfigDifference> config_differences(const TrainConfig& before, const TrainConfig& after) {
+  std::vector<ConfigDifference> out;
+  for (const auto& f : fields()) {
+    const nlohmann::json a = f.get(before), b = f.get(after);
+    if (a == b) continue;
+    out.push_back({f.name, shown(a), shown(b), f.safe_on_resume || (f.matters && !f.matters(after))});
+  }
+  return out;
+}
+
+std::string resume_refusal(const TrainConfig& saved, const TrainConfig& now) {
+  std::string out;
+  for (const auto& d : config_differences(saved, now)) {
+    if (d.safe_on_resume) continue;
+    out += out.empty() ? d.field + " " + d.before + " (checkpoint) vs " + d.after + " (now)"
+                       : ", " + d.field + " " + d.before + " vs " + d.after;
+  }
+  if (out.empty()) return out;
+  // Short: the whole line must fit the 511 bytes a job-level error carries to every rank
+  // (recovery/resilient_group.cpp); docs/training.md lists every field.
+  return out + "; these must match to resume (fields safe to change: lr, epochs, steps, the rank count, parallel, ... "
+               "see docs/training.md)";
 }
 
 }  // namespace ftcc::train

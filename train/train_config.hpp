@@ -2,10 +2,14 @@
 //
 // validate() rejects impossible combinations with a message naming the flag; canonical() is the
 // part that must be identical on every rank (ranks started with different configurations are
-// refused at start by comparing its hash).
+// refused at start by comparing its hash). to_json()/from_json() are the record kept in each
+// checkpoint; resume_refusal() says whether a checkpoint's record may be resumed with another
+// configuration. Which fields may change on --resume is decided in one table (train_config.cpp):
+// a new field is added there, with its verdict.
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -48,6 +52,26 @@ struct TrainConfig {
   void validate() const;
   // The settings that must agree across ranks, in a stable text form.
   std::string canonical() const;
+  // Every field, keyed by its flag's name without "--" ("batch", "micro-batch").
+  nlohmann::json to_json() const;
+  // The inverse. A field absent from j keeps its default (a record written before the field
+  // existed was made by code that behaved as the default does); unknown keys are ignored; a
+  // value of the wrong type throws nlohmann::json::exception.
+  static TrainConfig from_json(const nlohmann::json& j);
 };
+
+// One field in which two configurations differ.
+struct ConfigDifference {
+  std::string field;            // the flag's name without "--"
+  std::string before, after;    // the values as one would write them on the command line
+  bool safe_on_resume = false;  // may differ between a checkpoint and the run resuming it
+};
+
+// Every field in which `before` and `after` differ, in the table's order.
+std::vector<ConfigDifference> config_differences(const TrainConfig& before, const TrainConfig& after);
+// "" when a run configured as `now` may resume a checkpoint written by a run configured as
+// `saved`; else what differs and must not: "batch 32 (checkpoint) vs 16 (now), seed 1 vs 7;
+// these must match to resume (fields safe to change: lr, epochs, ...)".
+std::string resume_refusal(const TrainConfig& saved, const TrainConfig& now);
 
 }  // namespace ftcc::train

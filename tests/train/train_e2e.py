@@ -26,7 +26,7 @@ FT_OPT = [] if HAVE_ULFM else ["--no-fault-tolerance"]
 
 def run(n, *args, expect_rc=0, timeout=120):
     cmd = [run_cmd, "-n", str(n), train, "--quiet", *FT_OPT, *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="backslashreplace", timeout=timeout)
     if p.returncode != expect_rc:
         sys.exit(f"FAIL: {' '.join(cmd)}\n  exit {p.returncode}, expected {expect_rc}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     summary = None
@@ -159,8 +159,105 @@ elif case == "checkpoint_resume":
         before = snapshot(ck)
         _, p = run(2, "--dataset", "digits", "--layers", "64,32,10", "--steps", "5", "--resume", ck,
                    "--checkpoint-dir", ck, "--checkpoint-every", "1", expect_rc=2)
-        check("0.weight" in p.stderr, "checkpoint of another model refused naming the tensor: " + p.stderr.strip()[-200:])
+        check("layers 64,64,10 (checkpoint) vs 64,32,10 (now)" in p.stderr,
+              "checkpoint of another model refused naming the layers: " + p.stderr.strip()[-200:])
         check(not changed(before, snapshot(ck)), f"every file in the checkpoint folder byte-identical: {changed(before, snapshot(ck))}")
+
+elif case == "resume_config":
+    # --resume compares the configuration recorded in the checkpoint with the run's: a field that
+    # changes the model, the data order or what the data cursor counts is refused (exit 2, one line
+    # naming each such field with both values, nothing written); the others may change.
+    def refused(what, n, args, needles):
+        cmd = [run_cmd, "-n", str(n), train, "--quiet", *FT_OPT, *args]
+        p = subprocess.run(cmd, capture_output=True, timeout=120)
+        err, out = p.stderr.decode(errors="backslashreplace"), p.stdout.decode(errors="backslashreplace")
+        # Open MPI's runtime now and then adds a boxed message of its own (a PMIx shared-memory file
+        # it could not remove, when several jobs share /tmp): not ftcc-train's output.
+        lines, in_box = [], False
+        for l in err.splitlines():
+            if l.startswith("-" * 20):
+                in_box = not in_box
+            elif not in_box and l.strip("\x00 "):
+                lines.append(l)
+        ours = [l for l in lines if l.startswith("ftcc-train:") and "records no configuration" not in l]
+        ok = p.returncode == 2 and len(ours) == 1 and all(x in ours[0] for x in needles) and \
+            all(l.startswith("ftcc-train:") for l in lines) and "FTCC_SUMMARY" not in out
+        check(ok, f"{what}: exit {p.returncode}, one line: {ours[0] if ok else err[-1500:]}")
+        diff = changed(before, snapshot(d))
+        check(not diff, f"{what}: checkpoint folder and --log-json byte-identical {diff}")
+        return ours[0] if ours else ""
+
+    model = ["--dataset", "digits", "--layers", "64,64,10"]
+    with tempfile.TemporaryDirectory() as d:
+        ck, ck_old, log = os.path.join(d, "ck"), os.path.join(d, "ck-old"), os.path.join(d, "run.jsonl")
+        full, _ = run(2, *model, "--lr", "0.05", "--batch", "64", "--steps", "40")
+        run(2, *model, "--lr", "0.05", "--batch", "64", "--steps", "20", "--checkpoint-dir", ck, "--checkpoint-every", "10",
+            "--log-json", log)
+        meta = json.load(open(os.path.join(ck, "ckpt-0000000020.json")))
+        cfg = meta.get("config", {})
+        check(cfg.get("batch") == 64 and cfg.get("layers") == [64, 64, 10] and cfg.get("seed") == 42 and
+              cfg.get("lr") == 0.05 and "config_hash" in meta, f"the checkpoint records the configuration: {cfg}")
+        # A checkpoint written before configurations were recorded: the same files without "config".
+        shutil.copytree(ck, ck_old)
+        for f in os.listdir(ck_old):
+            if f.endswith(".json"):
+                path = os.path.join(ck_old, f)
+                m = json.load(open(path))
+                del m["config"]
+                with open(path, "w") as fh:
+                    json.dump(m, fh, indent=1)
+        before = snapshot(d)
+        # Every refused run also points --checkpoint-dir and --log-json at what exists.
+        written = ["--checkpoint-dir", ck, "--checkpoint-every", "1", "--log-json", log]
+        prefix = f"--resume '{ck}': the newest checkpoint (ckpt-0000000020.json) was written with a different configuration: "
+        safe_list = "these must match to resume (fields safe to change: lr, epochs, steps, the rank count, parallel, ... " \
+                    "see docs/training.md)"
+        # Two ranks: on 3 or more, a rank that raises the (agreed) configuration error revokes the
+        # communicator while rank 0 may still be in the verdict's broadcast, and the job is then
+        # sometimes reported as "job error ... communicator revoked" (exit 4; recovery/run_job.cpp).
+        for mode, n in (("dp", 2), ("pp", 2), ("tp", 2)):
+            par = ["--parallel", mode]
+            line = refused(f"{mode} on {n} ranks, --batch 16", n, [*model, *par, "--batch", "16", "--steps", "40", "--resume", ck, *written],
+                           [prefix + "batch 64 (checkpoint) vs 16 (now); " + safe_list])
+            if mode == "dp":
+                print("     refused resume prints: " + line)
+            line = refused(f"{mode} on {n} ranks, --batch 16 --seed 7", n,
+                           [*model, *par, "--batch", "16", "--seed", "7", "--steps", "40", "--resume", ck, *written],
+                           [prefix + "batch 64 (checkpoint) vs 16 (now), seed 42 vs 7; " + safe_list])
+            if mode == "dp":
+                print("     refused resume prints: " + line)
+        refused("dp, --activation tanh --held-out 0.3 --micro-batch 4", 2,
+                [*model, "--activation", "tanh", "--held-out", "0.3", "--micro-batch", "4", "--steps", "40", "--resume", ck, *written],
+                [prefix + "activation relu (checkpoint) vs tanh (now), micro-batch 8 vs 4, held-out 0.2 vs 0.3; " + safe_list])
+        refused("dp, --optimizer adam", 2, [*model, "--optimizer", "adam", "--steps", "40", "--resume", ck, *written],
+                ["optimizer sgd (checkpoint) vs adam (now); "])
+        # Old checkpoint: the seed is compared, the tensor shapes by the loader, the rest cannot be.
+        refused("old checkpoint, --seed 7", 2, [*model, "--seed", "7", "--steps", "40", "--resume", ck_old, *written],
+                [f"--resume '{ck_old}': the newest checkpoint (ckpt-0000000020.json) was written with a different "
+                 "configuration: seed 42 (checkpoint) vs 7 (now); "])
+        refused("old checkpoint, another model", 2,
+                ["--dataset", "digits", "--layers", "64,32,10", "--steps", "40", "--resume", ck_old, *written],
+                ["tensor '0.weight': shape [64, 64] in the file, [32, 64] expected"])
+
+        # Safe changes: the learning rate, the rank count, the parallel mode, the step budget and
+        # where checkpoints go; training goes on from step 20.
+        ck2 = os.path.join(d, "ck2")
+        s, p = run(3, *model, "--lr", "0.02", "--steps", "40", "--resume", ck, "--checkpoint-dir", ck2, "--checkpoint-every", "40")
+        check("resumed from" in p.stderr and "ckpt-0000000020" in p.stderr and s["steps"] == 40 and
+              s["samples_seen"] == full["samples_seen"] and s["world_size_initial"] == 3,
+              f"dp, 2 -> 3 ranks, --lr 0.05 -> 0.02: resumed at 20, trained to {s['steps']}, samples_seen {s['samples_seen']}")
+        cfg2 = json.load(open(os.path.join(ck2, "ckpt-0000000040.json")))["config"]
+        check(cfg2["lr"] == 0.02 and cfg2["resume"] == ck and cfg2["batch"] == 64, "the resumed run's checkpoint records its own configuration")
+        s, p = run(3, *model, "--steps", "40", "--resume", ck)
+        check(s["samples_seen"] == full["samples_seen"] and rel(s["final_loss"], full["final_loss"]) < 1e-3,
+              f"dp, 2 -> 3 ranks: final loss {s['final_loss']:.6f} vs uninterrupted {full['final_loss']:.6f}")
+        for mode, n in (("pp", 2), ("tp", 4)):
+            s, p = run(n, *model, "--parallel", mode, "--lr", "0.02", "--epochs", "2", "--resume", ck)
+            check("resumed from" in p.stderr and s["epochs"] == 2 and s["samples_seen"] == 2 * DIGITS_TRAIN,
+                  f"{mode} on {n} ranks, --lr 0.02 --epochs 2: resumed the dp checkpoint, samples_seen {s['samples_seen']}")
+        s, p = run(2, *model, "--steps", "40", "--resume", ck_old)
+        check("records no configuration" in p.stderr and s["steps"] == 40 and s["samples_seen"] == full["samples_seen"],
+              "old checkpoint without a configuration: resumed, with a note that it could not be checked")
 
 elif case == "json_log":
     with tempfile.TemporaryDirectory() as d:
@@ -245,7 +342,7 @@ elif case == "bad_input":
         # A checkpoint of another model, and a folder whose only checkpoint is corrupt, resumed
         # into the same folder.
         refused("checkpoint of another model", ftcc(2, *written, "--layers", "64,32,10", "--steps", "5", "--resume", ck),
-                "tensor '0.weight': shape [64, 64] in the file, [32, 64] expected")
+                "layers 64,64,10 (checkpoint) vs 64,32,10 (now)")
         refused("corrupt checkpoint", ftcc(2, "--log-json", log, "--checkpoint-dir", ck_bad, "--checkpoint-every", "1",
                                            "--steps", "6", "--resume", ck_bad), "no valid checkpoint found")
         # Ranks started with different configurations (MPMD): flags that both accept but that
