@@ -11,6 +11,10 @@
 // Header-only and dependency-free so that comm/ (MPI only) and tensor/ can both use it.
 #pragma once
 
+#if __cplusplus < 202002L
+#error "ftcc needs C++20 or newer: compile with -std=c++20 (or a later standard)"
+#endif
+
 #include <sstream>
 #include <stdexcept>
 #include <string>

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Usage: embed_test.sh BUILD_DIR EXAMPLE.cpp FTCC_RUN
-# Installs the build into a scratch DESTDIR, compiles EXAMPLE.cpp with only
-# `pkg-config --cflags --libs ftcc` (prefix redirected to the scratch tree) and runs it on 2 ranks.
+# Installs the build into a scratch folder as a user without root would (DESTDIR; ftcc.pc is
+# relocatable, so pkg-config finds the prefix from where the .pc file lies), compiles EXAMPLE.cpp
+# with the MPI's wrapper and `pkg-config --cflags --libs ftcc` alone, and runs it on 3 ranks.
 # Then the same for every code block of docs/*.md that claims to be a whole program: a ```cpp
 # block whose first line is `// docs example (run: N ranks, expect: TEXT)` is built the same
 # way, run under tools/ftcc-run on N ranks (the program injects its own faults), and must exit 0
@@ -13,13 +14,15 @@ trap 'rm -rf "$tmp"' EXIT
 DESTDIR=$tmp meson install -C "$build" --no-rebuild --quiet >/dev/null
 pc=$(find "$tmp" -name ftcc.pc | head -n 1)
 [ -n "$pc" ] || { echo "embed_test: ftcc.pc was not installed" >&2; exit 1; }
-prefix=$(sed -n 's/^prefix=//p' "$pc")
+grep -q '^prefix=${pcfiledir}' "$pc" || { echo "embed_test: ftcc.pc is not relocatable: $(grep '^prefix=' "$pc")" >&2; exit 1; }
+! grep -q -- '-std=' "$pc" || { echo "embed_test: ftcc.pc forces a C++ standard: $(grep -- '-std=' "$pc")" >&2; exit 1; }
 export PKG_CONFIG_PATH=$(dirname "$pc")
-flags=$(pkg-config --define-variable=prefix="$tmp$prefix" --cflags --libs ftcc)
-libdir=$(pkg-config --define-variable=prefix="$tmp$prefix" --variable=libdir ftcc)
-echo "embed_test: c++ example.cpp $flags"
-c++ -O1 "$src" $flags -Wl,-rpath,"$libdir" -o "$tmp/embed_example"
-"$run" -n 2 "$tmp/embed_example" | tee "$tmp/out"
+flags=$(pkg-config --cflags --libs ftcc)
+libdir=$(pkg-config --variable=libdir ftcc)
+# The user's own -std (newer than ftcc's minimum) must stay in force.
+echo "embed_test: mpicxx -std=c++23 example.cpp $flags"
+mpicxx -std=c++23 -O1 "$src" $flags -Wl,-rpath,"$libdir" -o "$tmp/embed_example"
+"$run" -n 3 "$tmp/embed_example" | tee "$tmp/out"
 grep -q 'embed_example: ok' "$tmp/out"
 
 docs=$(cd "$(dirname "$0")/../../docs" && pwd)
@@ -46,8 +49,8 @@ PY
 for src in "$tmp"/docs/*.cpp; do
   base=${src%.cpp}
   ranks=$(sed -n 1p "$base.run") expect=$(sed -n 2p "$base.run")
-  echo "embed_test: docs example $(basename "$base"): c++ ... pkg-config, $ranks ranks"
-  c++ -O1 "$src" $flags -Wl,-rpath,"$libdir" -o "$base" || { echo "embed_test: $(basename "$src") does not build" >&2; exit 1; }
+  echo "embed_test: docs example $(basename "$base"): mpicxx -std=c++20 ... pkg-config, $ranks ranks"
+  mpicxx -std=c++20 -O1 "$src" $flags -Wl,-rpath,"$libdir" -o "$base" || { echo "embed_test: $(basename "$src") does not build" >&2; exit 1; }
   rc=0
   "$run" -n "$ranks" "$base" >"$base.out" 2>&1 || rc=$?
   cat "$base.out"
