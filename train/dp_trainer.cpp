@@ -195,6 +195,7 @@ nlohmann::json TrainSummary::to_json() const {
           {"recoveries", rec},
           {"param_sha256", param_sha256},
           {"samples_per_s", samples_per_s},
+          {"step_samples_per_s", step_samples_per_s},
           {"wall_s", wall_s}};
 }
 
@@ -299,7 +300,13 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   const std::int64_t outputs = widths.back();
   double last_loss = 0;
 
-  while (!done()) {
+  for (;;) {
+    if (done()) {
+      // The survivors agree that all of them are done; false after a recovery (a rank died at
+      // the end, or was one step behind): the hook may have rolled this rank forward, check again.
+      if (g.all_finished()) break;
+      continue;
+    }
     if (p.cursor.step == 0 && sampler->options().global_batch != global_batch) sampler = make_sampler(global_batch);
     g.begin_step(p.step);
     try {
@@ -375,6 +382,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   TrainSummary s = TrainSummary::of_run(mse_on(*model, td.train, dev), last_loss, td.classification, eval, p.step,
                                         p.cursor.epoch, n0, g, p.tally(), sampler->expected_tally(p.cursor),
                                         to_hex(sha256_of(params)), t_start);
+  s.step_samples_per_s = report.steady_samples_per_s();
   log.finish(s.to_json());
   return s;
 }

@@ -73,7 +73,8 @@ struct TrainSummary {
   std::vector<recovery::RecoveryEvent> recoveries;
   std::string param_sha256;
   double wall_s = 0;
-  double samples_per_s = 0;
+  double samples_per_s = 0;         // whole run: samples_seen / wall_s (set-up and evaluation included)
+  double step_samples_per_s = 0;    // steady state: ProgressReporter::steady_samples_per_s
 
   nlohmann::json to_json() const;
   // The summary every trainer ends with; wall_s and samples_per_s are measured from `start`.

@@ -17,6 +17,8 @@ void ProgressReporter::serve_if_rank0() {
 
 void ProgressReporter::step_done(std::int64_t step, std::int64_t epoch, double loss, std::int64_t samples_seen) {
   const auto now = std::chrono::steady_clock::now();
+  if (steps_done_++ == 0) first_done_ = now;
+  last_done_ = now;
   const double window_s = std::chrono::duration<double>(now - window_start_).count();
   const double sps = window_s > 0 ? static_cast<double>(window_samples_) / window_s : 0;
   log_.step(step, epoch, loss, sps);
@@ -32,6 +34,11 @@ void ProgressReporter::step_done(std::int64_t step, std::int64_t epoch, double l
     metrics_.samples_seen = samples_seen;
     server_->update(metrics_);
   }
+}
+
+double ProgressReporter::steady_samples_per_s() const {
+  const double s = std::chrono::duration<double>(last_done_ - first_done_).count();
+  return steps_done_ > 1 && s > 0 ? static_cast<double>(steady_samples_) / s : 0;
 }
 
 void ProgressReporter::recovered(const recovery::RecoveryEvent& ev) {

@@ -21,9 +21,16 @@ class ProgressReporter {
   ProgressReporter(const TrainConfig& cfg, recovery::ResilientGroup& group, RunLog& log);
 
   // Samples consumed by the step being committed (counted into samples/s).
-  void add_samples(std::int64_t n) { window_samples_ += n; }
+  void add_samples(std::int64_t n) {
+    window_samples_ += n;
+    if (steps_done_ > 0) steady_samples_ += n;
+  }
   void step_done(std::int64_t step, std::int64_t epoch, double loss, std::int64_t samples_seen);
   void recovered(const recovery::RecoveryEvent& ev);
+  // Steady-state step throughput: samples of the steps after the first, over the time from the
+  // end of the first step to the end of the last (no set-up, initialization, first-step warm-up
+  // or final evaluation; recoveries on the way count). 0 with fewer than two steps.
+  double steady_samples_per_s() const;
 
  private:
   void serve_if_rank0();
@@ -35,6 +42,8 @@ class ProgressReporter {
   TrainingMetrics metrics_;
   std::int64_t window_samples_ = 0;
   std::chrono::steady_clock::time_point window_start_ = std::chrono::steady_clock::now();
+  std::int64_t steps_done_ = 0, steady_samples_ = 0;
+  std::chrono::steady_clock::time_point first_done_, last_done_;
 };
 
 }  // namespace ftcc::train

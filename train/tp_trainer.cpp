@@ -355,6 +355,9 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
   for (;;) {
     try {
       if (done()) {
+        // Every survivor done? (recovery/resilient_group.hpp, all_finished); after a recovery
+        // the restored state may need steps again.
+        if (!g.all_finished()) continue;
         // Final metrics from the full model gathered on rank 0; a failure here is recovered like
         // any other (and the steps after the restored copy are redone).
         fc::Communicator& c = g.comm();
@@ -447,6 +450,7 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
 
   TrainSummary s = TrainSummary::of_run(final.train_mse, last_loss, td.classification, final.eval, p.step, p.cursor.epoch, n0, g,
                                         p.tally(), sampler.expected_tally(p.cursor), to_hex(final.digest), t_start);
+  s.step_samples_per_s = report.steady_samples_per_s();
   if (!cfg.quiet)
     log.note("tp: shard state " + std::to_string(nn::total_bytes(live_list())) + " B, replica/snapshot store " +
            std::to_string(store.bytes()) + " B on rank 0");

@@ -318,7 +318,7 @@ elif case == "bad_input":
             (2, ["--dataset", "digits", "--layers", "10,64,10"], "--layers starts with 10"),
             (2, ["--dataset", "digits", "--layers", "64,64,3"], "--layers ends with 3"),
             (2, ["--epochs", "2", "--steps", "3"], "not both"),
-            (2, ["--inject", "kill:rank=1"], "bad fault spec 'kill:rank=1': step=S is required", 4),
+            (2, ["--inject", "kill:rank=1"], "bad fault spec 'kill:rank=1': step=S is required", 6),  # + the grammar's 6 lines
             (2, ["--batch", "0"], "--batch must be > 0"),
             (2, ["--optimizer", "rmsprop"], "--optimizer"),
             (2, ["--no-such-flag"], "no-such-flag"),
