@@ -104,7 +104,7 @@ double ulfm_timeout_of(double opt) {
 }
 
 // Fixed room for a job-level error's message in the agreement table (bytes, multiple of 8).
-constexpr size_t kMessageBytes = 512;
+constexpr size_t kMessageBytes = 2048;
 
 // Options that cannot work, refused before any communication (so identically on every rank).
 void validate(const GroupOptions& o, int world) {

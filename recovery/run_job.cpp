@@ -53,7 +53,12 @@ int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<vo
     } catch (const comm::Timeout&) {
       throw;
     } catch (const comm::FaultDetected& e) {
+      // A revocation reaches ranks still inside the body when another rank raised a job-level
+      // error (it revoked to call the others in): join the protocol as a plain survivor, which
+      // throws that rank's JobError. Only if nobody carries one was a rank really lost where
+      // the body no longer recovers.
       g->clear_recovery_hooks();
+      g->recover(g->committed_step(), e.what());
       g->fail_job(ExitStatus::job_error, std::string("a rank was lost where the program does not recover: ") + e.what());
     } catch (const ftcc::InvalidArgument& e) {
       g->clear_recovery_hooks();
