@@ -33,6 +33,9 @@ void fsync_path(const std::string& path) {
   }
 }
 
+// Larger data files are not read (a checkpoint of this engine's models is far smaller).
+constexpr std::uintmax_t kMaxCheckpointBytes = std::uintmax_t{64} << 30;
+
 std::string file_sha256(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   FTCC_CHECK(in.good()) << "cannot read " << path;
@@ -90,11 +93,23 @@ std::string CheckpointStore::save(const CheckpointInfo& info, const nn::Module& 
 std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<void(const std::string&)>& notes) const {
   std::vector<fs::path> metas;
   std::error_code ec;
+  std::vector<fs::path> weights;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
     const auto name = e.path().filename().string();
     if (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".json") metas.push_back(e.path());
+    if (e.path().extension() == ".safetensors") weights.push_back(e.path());
   }
   FTCC_CHECK(!ec) << "cannot list checkpoint folder '" << dir_ << "': " << ec.message();
+  // A .safetensors without its .json (weights from elsewhere, or a copy that left it behind):
+  // say which file is missing rather than only "no valid checkpoint".
+  for (const auto& w : weights) {
+    fs::path meta = w;
+    meta.replace_extension(".json");
+    if (!fs::exists(meta) && notes)
+      notes("skipping " + w.string() + ": its metadata file " + meta.filename().string() +
+            " is missing (an ftcc checkpoint is a .safetensors with a .json beside it; weights made elsewhere "
+            "cannot be resumed, see docs/training.md)");
+  }
   std::sort(metas.rbegin(), metas.rend());
   for (const auto& m : metas) {
     auto skip = [&](const std::string& why) {
@@ -119,9 +134,27 @@ std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<
       info.seed = j.at("seed").get<std::uint64_t>();
       info.config_hash = j.at("config_hash").get<std::string>();
       if (j.contains("config")) recorded = TrainConfig::from_json(j.at("config"));
-      info.path = (m.parent_path() / j.at("file").get<std::string>()).string();
-      if (!fs::exists(info.path)) {
+      // Only a plain file name inside this folder, a regular file (no symlink, device or FIFO:
+      // /dev/zero would be hashed forever), of bounded size, is read.
+      const auto file = j.at("file").get<std::string>();
+      if (file.empty() || file == "." || file == ".." || file.find('/') != std::string::npos ||
+          file.find('\0') != std::string::npos) {
+        skip("its 'file' field '" + file + "' is not a plain file name in the checkpoint folder");
+        continue;
+      }
+      info.path = (m.parent_path() / file).string();
+      std::error_code fec;
+      const auto st = fs::symlink_status(info.path, fec);
+      if (fec || !fs::exists(st)) {
         skip("its data file " + info.path + " is missing");
+        continue;
+      }
+      if (!fs::is_regular_file(st)) {
+        skip("its data file " + info.path + " is not a regular file");
+        continue;
+      }
+      if (fs::file_size(info.path) > kMaxCheckpointBytes) {
+        skip("its data file " + info.path + " is larger than " + std::to_string(kMaxCheckpointBytes >> 30) + " GiB");
         continue;
       }
       if (file_sha256(info.path) != j.at("sha256").get<std::string>()) {

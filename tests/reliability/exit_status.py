@@ -214,6 +214,27 @@ elif case == "bad_runtime_flags":
         rc, out, _ = job(2, TRAIN, *model, "--steps", "4", *flag)
         expect(rc, 2, out, line=line, no_recovery_line=True)
 
+elif case == "checkpoint_file_field":
+    # The metadata's "file" names the data file: only a plain name in the folder, a regular file,
+    # may be read. /dev/zero used to make rank 0 hash forever; "../" and absolute paths escaped.
+    w = Workspace()
+    meta = os.path.join(w.ck, "ckpt-0000000003.json")
+    good = json.load(open(meta))
+    for value, why in (("../run.jsonl", "is not a plain file name"), ("/dev/zero", "is not a plain file name"),
+                       ("zero.safetensors", "is not a regular file")):
+        m = dict(good, file=value)
+        json.dump(m, open(meta, "w"))
+        if value == "zero.safetensors" and not os.path.lexists(os.path.join(w.ck, value)):
+            os.symlink("/dev/zero", os.path.join(w.ck, value))
+        rc, out, _ = job(2, TRAIN, *MODEL, "--steps", "6", "--resume", w.ck, timeout=60)
+        expect(rc, 2, out, line="no valid checkpoint found there", no_recovery_line=True)
+        check(why in out, f"file={value}: the note says it {why}")
+    # A .safetensors without its .json: the note names the missing file.
+    os.remove(meta)
+    rc, out, _ = job(2, TRAIN, *MODEL, "--steps", "6", "--resume", w.ck, timeout=60)
+    expect(rc, 2, out, line="no valid checkpoint found there")
+    check("its metadata file ckpt-0000000003.json is missing" in out, "the note names the missing .json")
+
 elif case == "embed_without_ulfm":
     # A plain mpirun (no --with-ft ulfm): the group refuses to start instead of dying at the
     # first failure, once, saying how to get ULFM.
