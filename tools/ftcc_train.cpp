@@ -42,42 +42,46 @@ bool first_rank() {
 }
 
 void add_flags(CLI::App& app, ftcc::train::TrainConfig& c) {
-  app.add_option("--parallel", c.parallel, "dp (data parallel); pp and tp: model parallel")
+  app.add_option("--parallel", c.parallel, "dp (data parallel); pp and tp: model parallel")->capture_default_str()
       ->check(CLI::IsMember({"dp", "pp", "tp"}));
   app.add_option("--layers", c.layers, "layer widths, input first, output last (e.g. 64,64,10)")->delimiter(',');
-  app.add_option("--activation", c.activation, "relu | tanh | sigmoid")->check(CLI::IsMember({"relu", "tanh", "sigmoid"}));
+  app.add_option("--activation", c.activation, "relu | tanh | sigmoid")->check(CLI::IsMember({"relu", "tanh", "sigmoid"}))->capture_default_str();
   app.add_option("--dataset", c.dataset, "diabetes | digits | synthetic:N:IN:OUT | PATH.csv[.gz] | PATH.npy");
   app.add_option("--epochs", c.epochs, "epochs to train (default 10 when --steps is not given)");
   app.add_option("--steps", c.steps, "global steps to train instead of --epochs");
-  app.add_option("--batch", c.batch, "global batch size (split over the ranks)");
-  app.add_option("--micro-batch", c.micro_batch, "micro-batch size: the unit of the data split and of --deterministic");
-  app.add_option("--lr", c.lr, "learning rate");
-  app.add_option("--optimizer", c.optimizer, "sgd | adam | adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  app.add_option("--momentum", c.momentum, "SGD momentum");
-  app.add_option("--weight-decay", c.weight_decay, "weight decay (decoupled for adamw)");
-  app.add_option("--seed", c.seed, "seed of the weights, the split and the data order");
-  app.add_option("--device", c.device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--batch", c.batch, "global batch size (split over the ranks)")->capture_default_str();
+  app.add_option("--micro-batch", c.micro_batch, "micro-batch size: the unit of the data split and of --deterministic")->capture_default_str();
+  app.add_option("--lr", c.lr, "learning rate")->capture_default_str();
+  app.add_option("--optimizer", c.optimizer, "sgd | adam | adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
+  app.add_option("--momentum", c.momentum,
+                 "SGD momentum (heavy ball; torch.optim.SGD's default is 0: pass --momentum 0 for plain SGD)")
+      ->capture_default_str();
+  app.add_option("--weight-decay", c.weight_decay,
+                 "weight decay: L2 for sgd and adam, decoupled for adamw (default 0; 0.01 with --optimizer adamw, "
+                 "as torch.optim.AdamW)");
+  app.add_option("--seed", c.seed, "seed of the weights, the split and the data order")->capture_default_str();
+  app.add_option("--device", c.device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   app.add_flag("--deterministic", c.deterministic,
                "bitwise-identical final weights for any rank count and any failures (exact fixed-point gradient sums)");
   app.add_option("--on-failure", c.on_failure,
                  "keep-global-batch (default) | keep-local-batch (global batch shrinks with the world from the next epoch)")
-      ->check(CLI::IsMember({"keep-global-batch", "keep-local-batch"}));
+      ->check(CLI::IsMember({"keep-global-batch", "keep-local-batch"}))->capture_default_str();
   app.add_option("--inject", c.inject,
                  std::string("inject a fault (repeatable). ") + ftcc::recovery::fault_spec_grammar());
-  app.add_option("--hang-timeout", c.hang_timeout_s, "seconds of heartbeat silence before a rank is fenced (0 = off)");
+  app.add_option("--hang-timeout", c.hang_timeout_s, "seconds of heartbeat silence before a rank is fenced (0 = off)")->capture_default_str();
   app.add_option("--checkpoint-dir", c.checkpoint_dir, "folder for checkpoints");
   app.add_option("--checkpoint-every", c.checkpoint_every, "write a checkpoint every N steps");
   app.add_option("--resume", c.resume, "resume from the newest valid checkpoint in this folder");
   app.add_option("--log-json", c.log_json, "append one JSON object per step and per event to this file");
   app.add_option("--metrics-port", c.metrics_port, "serve Prometheus metrics on this port (0 = any free port)");
-  app.add_option("--metrics-bind", c.metrics_bind, "address the metrics server binds to");
+  app.add_option("--metrics-bind", c.metrics_bind, "address the metrics server binds to")->capture_default_str();
   app.add_flag("--quiet", c.quiet, "only recoveries and the summary line");
-  app.add_option("--log-every", c.log_every, "print a line every N steps when stdout is not a terminal");
-  app.add_option("--held-out", c.held_out, "fraction of the data kept for the eval metric");
-  app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size in MiB");
-  app.add_option("--micro-batches", c.micro_batches, "pipeline micro-batches (--parallel pp)");
-  app.add_option("--replicas", c.replicas, "buddy replicas of each rank's state (pp/tp)");
-  app.add_option("--replicate-every", c.replicate_every, "refresh the buddy replicas every N steps (pp/tp)");
+  app.add_option("--log-every", c.log_every, "print a line every N steps when stdout is not a terminal")->capture_default_str();
+  app.add_option("--held-out", c.held_out, "fraction of the data kept for the eval metric")->capture_default_str();
+  app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size in MiB")->capture_default_str();
+  app.add_option("--micro-batches", c.micro_batches, "pipeline micro-batches (--parallel pp)")->capture_default_str();
+  app.add_option("--replicas", c.replicas, "buddy replicas of each rank's state (pp/tp)")->capture_default_str();
+  app.add_option("--replicate-every", c.replicate_every, "refresh the buddy replicas every N steps (pp/tp)")->capture_default_str();
 }
 
 // Without ULFM fault tolerance (plain mpirun, or an MPI without ULFM) a failed rank ends the job:
@@ -186,6 +190,8 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
       throw ftcc::InvalidArgument(std::string(e.what()) + " (see --help)");
     }
+    // AdamW's default weight decay is PyTorch's (0.01); "adamw" with none would be plain Adam.
+    if (cfg.optimizer == "adamw" && app.count("--weight-decay") == 0) cfg.weight_decay = 0.01;
     cfg.validate();
     ft_off = check_fault_tolerance(cfg, no_fault_tolerance);
     if (cfg.hang_timeout_s != 0 && cfg.hang_timeout_s < 0.1)

@@ -259,6 +259,18 @@ elif case == "resume_config":
         check("records no configuration" in p.stderr and s["steps"] == 40 and s["samples_seen"] == full["samples_seen"],
               "old checkpoint without a configuration: resumed, with a note that it could not be checked")
 
+elif case == "optimizer_defaults":
+    # --optimizer adamw without --weight-decay is PyTorch's AdamW (weight decay 0.01), not Adam.
+    common = [*DIGITS_MODEL, "--steps", "20", "--optimizer", "adamw", "--deterministic"]
+    default, _ = run(1, *common)
+    explicit, _ = run(1, *common, "--weight-decay", "0.01")
+    none, _ = run(1, *common, "--weight-decay", "0")
+    check(default["param_sha256"] == explicit["param_sha256"], "adamw's default weight decay is 0.01 (bitwise)")
+    check(default["param_sha256"] != none["param_sha256"], "and it is not 0 (plain Adam)")
+    help_text = subprocess.run([train, "--help"], capture_output=True, text=True).stdout
+    check("--momentum FLOAT=0.9" in help_text and "0.01 with --optimizer adamw" in help_text,
+          "--help shows the momentum and weight-decay defaults")
+
 elif case == "json_log":
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "log.jsonl")
