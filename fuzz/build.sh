@@ -3,7 +3,7 @@
 #
 # BUILD_DIR is a clang build of ftcc with ASan+UBSan and -fsanitize=fuzzer-no-link (configured
 # here when missing, CUDA off); only the objects the readers need are built (the data, nn, optim
-# and tensor layers and four files of recovery/ and train/), then each fuzz/<target>_fuzz.cpp is
+# and tensor layers and five files of recovery/ and train/), then each fuzz/<target>_fuzz.cpp is
 # linked with libFuzzer's main. Exits 77 (meson's SKIP) when clang++ is not installed.
 #   FTCC_JOBS=N   ninja -jN (default 1)
 set -euo pipefail
@@ -22,14 +22,16 @@ fs=recovery/libftcc_recovery.a.p/fault_spec.cpp.o
 tc=train/libftcc_train.a.p/train_config.cpp.o
 cs=train/libftcc_train.a.p/checkpoint_store.cpp.o
 sh=train/libftcc_train.a.p/state_hash.cpp.o
-ninja -C "$build" -j"${FTCC_JOBS:-1}" $fs $tc $cs $sh tensor/libftcc_tensor.a nn/libftcc_nn.a optim/libftcc_optim.a \
+td=train/libftcc_train.a.p/training_data.cpp.o
+ninja -C "$build" -j"${FTCC_JOBS:-1}" $fs $tc $cs $sh $td tensor/libftcc_tensor.a nn/libftcc_nn.a optim/libftcc_optim.a \
   data/libftcc_data.a >/dev/null
 declare -A link=(
   [fault_spec]="$fs"
   [train_config]="$tc $fs"
   [table]="data/libftcc_data.a tensor/libftcc_tensor.a -lz"
   [safetensors]="nn/libftcc_nn.a tensor/libftcc_tensor.a"
-  [checkpoint]="$cs $sh optim/libftcc_optim.a nn/libftcc_nn.a tensor/libftcc_tensor.a -lcrypto"
+  [checkpoint]="$cs $sh $tc $fs optim/libftcc_optim.a nn/libftcc_nn.a data/libftcc_data.a tensor/libftcc_tensor.a -lcrypto -lz"
+  [dataset_spec]="$td data/libftcc_data.a tensor/libftcc_tensor.a -lz"
 )
 mkdir -p "$build/fuzz"
 for t in "${!link[@]}"; do

@@ -53,15 +53,16 @@ double mse_on(nn::Module& model, const data::Dataset& d) {
   return tensor::mse_loss(model(b.x), b.y).item();
 }
 
-FinalMetrics final_metrics(comm::Communicator& c, nn::Module& full, const data::Dataset& train,
+FinalMetrics final_metrics(comm::Communicator& c, nn::Module* full, const data::Dataset& train,
                            const data::Dataset& test, bool classification) {
   double result[2] = {0, 0};
   std::int64_t digest_words[4] = {0, 0, 0, 0};
   static_assert(sizeof digest_words == sizeof(Digest));
   if (c.rank() == 0) {
-    result[0] = mse_on(full, train);
-    result[1] = classification ? accuracy_on(full, test) : mse_on(full, test);
-    const Digest d = sha256_of(full.named_parameters());
+    FTCC_CHECK(full != nullptr) << "final_metrics: rank 0 holds no gathered model";
+    result[0] = mse_on(*full, train);
+    result[1] = classification ? accuracy_on(*full, test) : mse_on(*full, test);
+    const Digest d = sha256_of(full->named_parameters());
     std::memcpy(digest_words, d.data(), sizeof digest_words);
   }
   comm::broadcast(c, result, 2, comm::DType::f64, 0);

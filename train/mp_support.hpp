@@ -55,13 +55,13 @@ double mse_on(nn::Module& model, const data::Dataset& d);
 double accuracy_on(nn::Module& model, const data::Dataset& d);
 
 // End-of-run figures of a model-parallel job, computed on rank 0 from the full model it gathered
-// (`full` is only read there) and broadcast to every rank: training MSE, held-out metric
+// (`full` is only read there and may be null elsewhere) and broadcast to every rank: training MSE, held-out metric
 // (accuracy for classification, else MSE), SHA-256 of the parameters. Collective.
 struct FinalMetrics {
   double train_mse = 0, eval = 0;
   Digest digest{};
 };
-FinalMetrics final_metrics(comm::Communicator& c, nn::Module& full, const data::Dataset& train,
+FinalMetrics final_metrics(comm::Communicator& c, nn::Module* full, const data::Dataset& train,
                            const data::Dataset& test, bool classification);
 
 }  // namespace ftcc::train

@@ -364,7 +364,7 @@ TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::Resilient
         // any other (and the steps after the restored copy are redone).
         fc::Communicator& c = g.comm();
         gather_full(c);
-        final = final_metrics(c, *full, td.train, td.test, td.classification);
+        final = final_metrics(c, full.get(), td.train, td.test, td.classification);
         break;
       }
       g.begin_step(p.step);

@@ -363,7 +363,7 @@ TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGr
         fc::Communicator& c = g.comm();
         agree_progress(c, &p, p.step);  // every rank fed the same samples (throws otherwise)
         gather_full(c);
-        final = final_metrics(c, *full, td.train, td.test, td.classification);
+        final = final_metrics(c, full.get(), td.train, td.test, td.classification);
         break;
       }
       g.begin_step(p.step);

@@ -28,7 +28,9 @@ std::int64_t parse_positive(const std::string& spec, const std::string& field, c
   return v;
 }
 
-data::Dataset synthetic(const std::string& spec, std::uint64_t seed) {
+}  // namespace
+
+SyntheticShape parse_synthetic_spec(const std::string& spec) {
   std::vector<std::string> f;
   size_t start = 0;
   for (;;) {
@@ -37,7 +39,7 @@ data::Dataset synthetic(const std::string& spec, std::uint64_t seed) {
     if (pos == std::string::npos) break;
     start = pos + 1;
   }
-  FTCC_REQUIRE(f.size() == 4) << "--dataset '" << spec << "': expected synthetic:N:IN:OUT";
+  FTCC_REQUIRE(f.size() == 4 && f[0] == "synthetic") << "--dataset '" << spec << "': expected synthetic:N:IN:OUT";
   const auto n = parse_positive(spec, f[1], "N"), in = parse_positive(spec, f[2], "IN"),
              out = parse_positive(spec, f[3], "OUT");
   // Each array (inputs N x IN, targets N x OUT, the hidden map IN x OUT) at most 2^31 values;
@@ -49,6 +51,13 @@ data::Dataset synthetic(const std::string& spec, std::uint64_t seed) {
         << "--dataset '" << spec << "' is too large: " << what << " = " << a << " x " << b
         << " values, at most 2^31 (2147483648) per array";
   }
+  return {n, in, out};
+}
+
+namespace {
+
+data::Dataset synthetic(const std::string& spec, std::uint64_t seed) {
+  const auto [n, in, out] = parse_synthetic_spec(spec);
   tensor::Philox xs(seed, 101), ws(seed, 102);
   std::vector<float> x(static_cast<size_t>(n * in)), y(static_cast<size_t>(n * out)), w(static_cast<size_t>(in * out));
   // Box-Muller on Philox uniforms: identical on every platform.

@@ -27,6 +27,13 @@ struct TrainingData {
 
 TrainingData load_training_data(const std::string& spec, std::uint64_t seed, double held_out);
 
+// synthetic:N:IN:OUT parsed and size-checked (each of N x IN, N x OUT, IN x OUT at most 2^31
+// values, computed without overflow); throws InvalidArgument naming the spec.
+struct SyntheticShape {
+  std::int64_t n = 0, in = 0, out = 0;
+};
+SyntheticShape parse_synthetic_spec(const std::string& spec);
+
 // The model's layer widths: `layers` (from --layers) checked against the data (first = features,
 // last = target columns), or {features, 64, targets} when empty. Throws InvalidArgument naming
 // `dataset` on a mismatch.
