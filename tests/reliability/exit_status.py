@@ -165,6 +165,15 @@ elif case == "throw_on_rank1":
     expect(rc, 4, out, line="ftcc-train: job error on rank 1 at step 5: injected error on rank 1", no_recovery_line=True)
     w.check_kept(new_checkpoints_allowed=False)
 
+elif case == "non_finite_loss":
+    # Every rank sees the same reduced loss: all of them stop at the same step, agreed, once.
+    w = Workspace()
+    args = [a if a != "0.05" else "1e9" for a in MODEL]  # --lr 1e9: the loss overflows
+    rc, out, _ = job(3, TRAIN, *args, "--steps", "12", "--resume", w.ck, "--checkpoint-every", "3", *w.train_args())
+    expect(rc, 4, out, line="ftcc-train: job error on rank", no_recovery_line=True)
+    check("non-finite loss" in out and "lower --lr, now 1e+09" in out, "the line names the cause and the flag")
+    w.check_kept(new_checkpoints_allowed=False)
+
 elif case in ("stall_in_shrink", "stall_in_agree"):
     phase = case[len("stall_in_"):]
     w = Workspace()
