@@ -291,6 +291,7 @@ auto ResilientGroup::guarded(const char* call, FaultPhase phase, F&& f) {
 
 const RecoveryEvent& ResilientGroup::recover(std::int64_t step, const std::string& cause) {
   comm::require_ulfm("ResilientGroup::recover");
+  const Notice notice{wall_ns(), Steady::now()};  // before the entry agreement, which waits for the others
   try {
     comm::revoke(comm_->raw());
   } catch (const comm::CommError&) {
@@ -298,34 +299,38 @@ const RecoveryEvent& ResilientGroup::recover(std::int64_t step, const std::strin
   }
   // Entry agreement: matches the one of all_finished(), where ranks that already finished wait.
   guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(comm_->raw(), 0u); });
-  return recover_attempts(step, cause);
+  return recover_attempts(step, cause, notice);
 }
 
 bool ResilientGroup::all_finished() {
   if (!comm::has_ulfm()) return true;  // without ULFM no rank can be lost and still be waited for
+  const Notice notice{wall_ns(), Steady::now()};
   const auto a = guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(comm_->raw(), 1u); });
   if (a.flag == 1 && !a.failure_noticed) return true;
   recover_attempts(committed_step_, a.failure_noticed ? "a rank failed at the end of the loop"
-                                                      : "a rank was still recovering at the end of the loop");
+                                                      : "a rank was still recovering at the end of the loop",
+                   notice);
   return false;
 }
 
 void ResilientGroup::fail_job(ExitStatus status, const std::string& message) {
   if (!comm::has_ulfm()) throw JobError(status, my_original_rank_, step_, message, false);
   pending_error_ = PendingError{status, message, step_};
+  const Notice notice{wall_ns(), Steady::now()};
   try {
     comm::revoke(comm_->raw());
   } catch (const comm::CommError&) {
   }
   guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(comm_->raw(), 0u); });
-  recover_attempts(step_, "job error on rank " + std::to_string(my_original_rank_));
+  recover_attempts(step_, "job error on rank " + std::to_string(my_original_rank_), notice);
   // Not reached while this rank lives: its error is in every agreed table, so the protocol throws.
   throw JobError(status, my_original_rank_, step_, message, false);
 }
 
-const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const std::string& cause) {
-  const std::int64_t notice_ns = wall_ns();
-  const auto t_notice = Steady::now();
+const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const std::string& cause,
+                                                      const Notice& notice) {
+  const std::int64_t notice_ns = notice.wall_ns;
+  const auto t_notice = notice.steady;
   RecoveryEvent ev;
   ev.step = step;
   ev.cause = cause;

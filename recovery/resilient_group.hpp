@@ -172,8 +172,13 @@ class ResilientGroup {
  private:
   void bootstrap(MPI_Comm parent);
   void install_fault_hook();
+  // When this rank noticed the trouble (before the entry agreement): detect_ms and total_ms.
+  struct Notice {
+    std::int64_t wall_ns;
+    std::chrono::steady_clock::time_point steady;
+  };
   // The attempts of the protocol (steps 1-4 at the top), after the entry agreement.
-  const RecoveryEvent& recover_attempts(std::int64_t step, const std::string& cause);
+  const RecoveryEvent& recover_attempts(std::int64_t step, const std::string& cause, const Notice& notice);
   // Runs an uninterruptible ULFM call under the deadline, counting it for the heartbeat.
   template <class F>
   auto guarded(const char* call, FaultPhase phase, F&& f);
