@@ -21,7 +21,9 @@
 //    trouble; it prints one line naming itself and leaves without MPI_Finalize, which the exit
 //    guard turns into a process failure the others recover from.
 // Ranks killed or crashed leave no status; tools/ftcc-run reports them from the job folder.
-// body's recovery hooks are cleared before the end (they may capture body's locals).
+// body's recovery hooks are cleared when body returns (they may capture body's locals), before
+// the final agreement: a body whose hooks communicate ends its loop with
+// `while (!g.all_finished()) {}` itself, so a rank whose last step failed recovers with them.
 #pragma once
 
 #include <mpi.h>
