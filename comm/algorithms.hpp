@@ -5,9 +5,9 @@
 
 #include <cstddef>
 
-#include "base/error.hpp"
-#include "comm/collectives.hpp"
-#include "comm/op_context.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/op_context.hpp"
 
 namespace ftcc::comm::detail {
 

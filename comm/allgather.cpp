@@ -3,10 +3,10 @@
 // each block forwarded as it arrives (bandwidth-optimal for any n).
 #include <cstring>
 
-#include "comm/algorithms.hpp"
-#include "comm/device_staging.hpp"
-#include "comm/blocks.hpp"
-#include "comm/ring_phases.hpp"
+#include "ftcc/comm/algorithms.hpp"
+#include "ftcc/comm/device_staging.hpp"
+#include "ftcc/comm/blocks.hpp"
+#include "ftcc/comm/ring_phases.hpp"
 
 namespace ftcc::comm {
 namespace {

@@ -3,9 +3,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "base/error.hpp"
-#include "comm/algorithms.hpp"
-#include "comm/device_staging.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/algorithms.hpp"
+#include "ftcc/comm/device_staging.hpp"
 
 namespace ftcc::comm {
 

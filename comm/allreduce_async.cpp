@@ -1,11 +1,11 @@
-#include "comm/allreduce_async.hpp"
+#include "ftcc/comm/allreduce_async.hpp"
 
 #include <atomic>
 #include <exception>
 #include <thread>
 
-#include "comm/algorithms.hpp"
-#include "comm/device_staging.hpp"
+#include "ftcc/comm/algorithms.hpp"
+#include "ftcc/comm/device_staging.hpp"
 
 namespace ftcc::comm {
 

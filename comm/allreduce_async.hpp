@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "comm/collectives.hpp"
+#include "ftcc/comm/collectives.hpp"
 
 namespace ftcc::comm {
 

@@ -1,7 +1,7 @@
 // barrier: dissemination. Round k: tell rank r+2^k, hear from rank r-2^k; after ceil(log2 n)
 // rounds every rank has (transitively) heard from every other, so all have entered.
-#include "comm/algorithms.hpp"
-#include "comm/blocks.hpp"
+#include "ftcc/comm/algorithms.hpp"
+#include "ftcc/comm/blocks.hpp"
 
 namespace ftcc::comm {
 

@@ -1,9 +1,9 @@
 // broadcast: binomial tree (ceil(log2 n) hops, the root sends ceil(log2 n) copies) or pipelined
 // chain (n-1 hops, but every link busy at once: time ~ bytes/bandwidth + (n-2) segments).
-#include "comm/algorithms.hpp"
-#include "comm/device_staging.hpp"
-#include "comm/blocks.hpp"
-#include "comm/tree_phases.hpp"
+#include "ftcc/comm/algorithms.hpp"
+#include "ftcc/comm/device_staging.hpp"
+#include "ftcc/comm/blocks.hpp"
+#include "ftcc/comm/tree_phases.hpp"
 
 namespace ftcc::comm {
 

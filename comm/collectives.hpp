@@ -34,9 +34,9 @@
 #include <cstddef>
 #include <string_view>
 
-#include "comm/communicator.hpp"
-#include "comm/errors.hpp"
-#include "comm/types.hpp"
+#include "ftcc/comm/communicator.hpp"
+#include "ftcc/comm/errors.hpp"
+#include "ftcc/comm/types.hpp"
 
 namespace ftcc::comm {
 

@@ -1,4 +1,4 @@
-#include "comm/communicator.hpp"
+#include "ftcc/comm/communicator.hpp"
 
 #include <atomic>
 
@@ -11,10 +11,10 @@
 #include <string>
 #include <utility>
 
-#include "base/error.hpp"
-#include "comm/mpi_check.hpp"
-#include "comm/mpi_transport.hpp"
-#include "comm/op_context.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/mpi_check.hpp"
+#include "ftcc/comm/mpi_transport.hpp"
+#include "ftcc/comm/op_context.hpp"
 
 namespace ftcc::comm {
 namespace {

@@ -34,8 +34,8 @@
 #include <functional>
 #include <memory>
 
-#include "comm/transport.hpp"
-#include "comm/types.hpp"
+#include "ftcc/comm/transport.hpp"
+#include "ftcc/comm/types.hpp"
 
 namespace ftcc::comm {
 

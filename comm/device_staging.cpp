@@ -1,4 +1,4 @@
-#include "comm/device_staging.hpp"
+#include "ftcc/comm/device_staging.hpp"
 
 #include <dlfcn.h>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "comm/errors.hpp"
+#include "ftcc/comm/errors.hpp"
 
 namespace ftcc::comm::detail {
 namespace {

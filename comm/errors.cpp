@@ -1,4 +1,4 @@
-#include "comm/errors.hpp"
+#include "ftcc/comm/errors.hpp"
 
 #include <sstream>
 

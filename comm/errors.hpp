@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::comm {
 

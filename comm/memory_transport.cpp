@@ -1,10 +1,10 @@
-#include "comm/memory_transport.hpp"
+#include "ftcc/comm/memory_transport.hpp"
 
 #include <cstring>
 #include <string>
 
-#include "base/error.hpp"
-#include "comm/errors.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/errors.hpp"
 
 namespace ftcc::comm {
 

@@ -15,7 +15,7 @@
 #include <tuple>
 #include <vector>
 
-#include "comm/transport.hpp"
+#include "ftcc/comm/transport.hpp"
 
 namespace ftcc::comm {
 

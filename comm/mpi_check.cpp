@@ -1,4 +1,4 @@
-#include "comm/mpi_check.hpp"
+#include "ftcc/comm/mpi_check.hpp"
 
 #include <string>
 

@@ -13,7 +13,7 @@
 
 #include <vector>
 
-#include "comm/errors.hpp"
+#include "ftcc/comm/errors.hpp"
 
 namespace ftcc::comm {
 

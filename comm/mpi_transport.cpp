@@ -1,11 +1,11 @@
-#include "comm/mpi_transport.hpp"
+#include "ftcc/comm/mpi_transport.hpp"
 
 #include <atomic>
 #include <chrono>
 #include <mutex>
 #include <thread>
 
-#include "comm/mpi_check.hpp"
+#include "ftcc/comm/mpi_check.hpp"
 #include "ftcc_config.hpp"
 #if FTCC_HAVE_ULFM
 #include <mpi-ext.h>

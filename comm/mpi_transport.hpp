@@ -10,7 +10,7 @@
 
 #include <vector>
 
-#include "comm/transport.hpp"
+#include "ftcc/comm/transport.hpp"
 
 namespace ftcc::comm {
 

@@ -1,11 +1,11 @@
-#include "comm/op_context.hpp"
+#include "ftcc/comm/op_context.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <thread>
 
-#include "comm/errors.hpp"
-#include "comm/mpi_check.hpp"
+#include "ftcc/comm/errors.hpp"
+#include "ftcc/comm/mpi_check.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

@@ -12,8 +12,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "comm/communicator.hpp"
-#include "comm/transport.hpp"
+#include "ftcc/comm/communicator.hpp"
+#include "ftcc/comm/transport.hpp"
 
 namespace ftcc::comm {
 

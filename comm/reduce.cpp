@@ -1,8 +1,8 @@
 // reduce: pipelined binomial-tree reduction to root (comm/tree_phases.hpp).
-#include "comm/algorithms.hpp"
-#include "comm/device_staging.hpp"
-#include "comm/blocks.hpp"
-#include "comm/tree_phases.hpp"
+#include "ftcc/comm/algorithms.hpp"
+#include "ftcc/comm/device_staging.hpp"
+#include "ftcc/comm/blocks.hpp"
+#include "ftcc/comm/tree_phases.hpp"
 
 namespace ftcc::comm {
 

@@ -1,4 +1,4 @@
-#include "comm/reduce_kernels.hpp"
+#include "ftcc/comm/reduce_kernels.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -8,7 +8,7 @@
 
 #include <cstddef>
 
-#include "comm/types.hpp"
+#include "ftcc/comm/types.hpp"
 
 namespace ftcc::comm {
 

@@ -4,11 +4,11 @@
 // phase: n-1 steps, the partial blocks travel through scratch; block r lands on rank r.
 #include <cstring>
 
-#include "comm/algorithms.hpp"
-#include "comm/blocks.hpp"
-#include "comm/device_staging.hpp"
-#include "comm/reduce_kernels.hpp"
-#include "comm/ring_phases.hpp"
+#include "ftcc/comm/algorithms.hpp"
+#include "ftcc/comm/blocks.hpp"
+#include "ftcc/comm/device_staging.hpp"
+#include "ftcc/comm/reduce_kernels.hpp"
+#include "ftcc/comm/ring_phases.hpp"
 
 namespace ftcc::comm {
 

@@ -13,9 +13,9 @@
 #include <cstring>
 #include <vector>
 
-#include "comm/algorithms.hpp"
-#include "comm/device_staging.hpp"
-#include "comm/reduce_kernels.hpp"
+#include "ftcc/comm/algorithms.hpp"
+#include "ftcc/comm/device_staging.hpp"
+#include "ftcc/comm/reduce_kernels.hpp"
 
 namespace ftcc::comm {
 namespace detail {

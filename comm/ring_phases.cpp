@@ -1,8 +1,8 @@
-#include "comm/ring_phases.hpp"
+#include "ftcc/comm/ring_phases.hpp"
 
 #include <algorithm>
 
-#include "comm/reduce_kernels.hpp"
+#include "ftcc/comm/reduce_kernels.hpp"
 
 namespace ftcc::comm::detail {
 namespace {

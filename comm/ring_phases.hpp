@@ -11,9 +11,9 @@
 #include <cstddef>
 #include <vector>
 
-#include "comm/blocks.hpp"
-#include "comm/op_context.hpp"
-#include "comm/types.hpp"
+#include "ftcc/comm/blocks.hpp"
+#include "ftcc/comm/op_context.hpp"
+#include "ftcc/comm/types.hpp"
 
 namespace ftcc::comm::detail {
 

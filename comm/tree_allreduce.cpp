@@ -2,10 +2,10 @@
 // from rank 0 (comm/tree_phases.hpp). 2 ceil(log2 n) hops: the latency choice for small messages.
 #include <cstring>
 
-#include "comm/algorithms.hpp"
-#include "comm/device_staging.hpp"
-#include "comm/blocks.hpp"
-#include "comm/tree_phases.hpp"
+#include "ftcc/comm/algorithms.hpp"
+#include "ftcc/comm/device_staging.hpp"
+#include "ftcc/comm/blocks.hpp"
+#include "ftcc/comm/tree_phases.hpp"
 
 namespace ftcc::comm {
 namespace detail {

@@ -1,10 +1,10 @@
-#include "comm/tree_phases.hpp"
+#include "ftcc/comm/tree_phases.hpp"
 
 #include <algorithm>
 #include <deque>
 
-#include "comm/blocks.hpp"
-#include "comm/reduce_kernels.hpp"
+#include "ftcc/comm/blocks.hpp"
+#include "ftcc/comm/reduce_kernels.hpp"
 
 namespace ftcc::comm::detail {
 

@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "comm/op_context.hpp"
-#include "comm/types.hpp"
+#include "ftcc/comm/op_context.hpp"
+#include "ftcc/comm/types.hpp"
 
 namespace ftcc::comm::detail {
 

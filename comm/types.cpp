@@ -1,8 +1,8 @@
-#include "comm/types.hpp"
+#include "ftcc/comm/types.hpp"
 
 #include <string>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::comm {
 

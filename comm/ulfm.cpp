@@ -1,9 +1,9 @@
-#include "comm/ulfm.hpp"
+#include "ftcc/comm/ulfm.hpp"
 
 #include <cstdlib>
 #include <string>
 
-#include "comm/mpi_check.hpp"
+#include "ftcc/comm/mpi_check.hpp"
 #include "ftcc_config.hpp"
 #if FTCC_HAVE_ULFM
 #include <mpi-ext.h>

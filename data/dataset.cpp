@@ -1,10 +1,10 @@
-#include "data/dataset.hpp"
+#include "ftcc/data/dataset.hpp"
 
 #include <cmath>
 #include <cstring>
 
-#include "base/error.hpp"
-#include "data/sampler.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/data/sampler.hpp"
 
 namespace ftcc::data {
 

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "tensor/tensor.hpp"
+#include "ftcc/tensor/tensor.hpp"
 
 namespace ftcc::data {
 

@@ -1,10 +1,10 @@
-#include "data/datasets.hpp"
+#include "ftcc/data/datasets.hpp"
 
 #include <cstdlib>
 #include <filesystem>
 
-#include "base/error.hpp"
-#include "data/table.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/data/table.hpp"
 
 namespace ftcc::data {
 

@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "data/dataset.hpp"
+#include "ftcc/data/dataset.hpp"
 
 namespace ftcc::data {
 

@@ -1,12 +1,12 @@
-#include "data/sampler.hpp"
+#include "ftcc/data/sampler.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
 
-#include "base/error.hpp"
-#include "tensor/random.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/tensor/random.hpp"
 
 namespace ftcc::data {
 

@@ -1,4 +1,4 @@
-#include "data/table.hpp"
+#include "ftcc/data/table.hpp"
 
 #include <zlib.h>
 
@@ -9,7 +9,7 @@
 #include <memory>
 #include <sstream>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::data {
 

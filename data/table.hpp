@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "base/error.hpp"
-#include "tensor/tensor.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/tensor/tensor.hpp"
 
 namespace ftcc::data {
 

@@ -42,6 +42,6 @@ for t in "${!link[@]}"; do
     continue
   fi
   clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I "$root" -I "$build" -isystem /usr/include/eigen3 "$root/fuzz/${t}_fuzz.cpp" "${deps[@]}" -o "$out"
+    -I "$build/include" -I "$build" -isystem /usr/include/eigen3 "$root/fuzz/${t}_fuzz.cpp" "${deps[@]}" -o "$out"
 done
 echo "fuzz: targets in $build/fuzz: ${!link[*]}"

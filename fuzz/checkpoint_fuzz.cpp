@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <string>
 
-#include "base/error.hpp"
-#include "fuzz/fuzz_util.hpp"
-#include "train/checkpoint_store.hpp"
+#include "ftcc/base/error.hpp"
+#include "fuzz_util.hpp"
+#include "ftcc/train/checkpoint_store.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::string dir = [] {

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "base/error.hpp"
-#include "train/training_data.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/train/training_data.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string spec = "synthetic:" + std::string(reinterpret_cast<const char*>(data), size);

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "base/error.hpp"
-#include "recovery/fault_spec.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/recovery/fault_spec.hpp"
 
 using namespace ftcc::recovery;
 

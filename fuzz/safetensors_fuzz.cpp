@@ -2,10 +2,10 @@
 // load_into() of whatever it accepted into a fixed target (a 2x3 F32 "w"), as a checkpoint load does.
 #include <cstdint>
 
-#include "base/error.hpp"
-#include "fuzz/fuzz_util.hpp"
-#include "nn/safetensors.hpp"
-#include "tensor/tensor.hpp"
+#include "ftcc/base/error.hpp"
+#include "fuzz_util.hpp"
+#include "ftcc/nn/safetensors.hpp"
+#include "ftcc/tensor/tensor.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string path = ftcc::fuzz::write_file("in.safetensors", data, size);

@@ -3,9 +3,9 @@
 // the file. An accepted table must be consistent (rows x cols values).
 #include <cstdint>
 
-#include "base/error.hpp"
-#include "data/table.hpp"
-#include "fuzz/fuzz_util.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/data/table.hpp"
+#include "fuzz_util.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 1) return 0;

@@ -10,8 +10,8 @@
 #include <limits>
 #include <string>
 
-#include "base/error.hpp"
-#include "train/train_config.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/train/train_config.hpp"
 
 namespace {
 

@@ -1,6 +1,6 @@
-#include "nn/activation.hpp"
+#include "ftcc/nn/activation.hpp"
 
-#include "tensor/ops.hpp"
+#include "ftcc/tensor/ops.hpp"
 
 namespace ftcc::nn {
 

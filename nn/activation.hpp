@@ -1,7 +1,7 @@
 // nn/activation.hpp: parameter-free elementwise layers (ReLU, Tanh, Sigmoid) for Sequential.
 #pragma once
 
-#include "nn/module.hpp"
+#include "ftcc/nn/module.hpp"
 
 namespace ftcc::nn {
 

@@ -2,7 +2,7 @@
 // data/ readers reuse it): the message names the file, the tensor and what is wrong with it.
 #pragma once
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::nn {
 

@@ -1,11 +1,11 @@
-#include "nn/linear.hpp"
+#include "ftcc/nn/linear.hpp"
 
 #include <cmath>
 #include <span>
 
-#include "base/error.hpp"
-#include "tensor/ops.hpp"
-#include "tensor/random.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/tensor/ops.hpp"
+#include "ftcc/tensor/random.hpp"
 
 namespace ftcc::nn {
 

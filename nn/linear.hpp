@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "nn/module.hpp"
+#include "ftcc/nn/module.hpp"
 
 namespace ftcc::nn {
 

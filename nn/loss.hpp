@@ -2,7 +2,7 @@
 // ftcc is MSE against one-hot targets (data::one_hot), so this is the only loss.
 #pragma once
 
-#include "tensor/ops.hpp"
+#include "ftcc/tensor/ops.hpp"
 
 namespace ftcc::nn {
 

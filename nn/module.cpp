@@ -1,7 +1,7 @@
-#include "nn/module.hpp"
+#include "ftcc/nn/module.hpp"
 
-#include "base/error.hpp"
-#include "tensor/random.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/tensor/random.hpp"
 
 namespace ftcc::nn {
 

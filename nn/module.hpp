@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "nn/named_tensors.hpp"
-#include "tensor/tensor.hpp"
+#include "ftcc/nn/named_tensors.hpp"
+#include "ftcc/tensor/tensor.hpp"
 
 namespace ftcc::nn {
 

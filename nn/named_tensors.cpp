@@ -1,8 +1,8 @@
-#include "nn/named_tensors.hpp"
+#include "ftcc/nn/named_tensors.hpp"
 
 #include <cstring>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::nn {
 

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/tensor.hpp"
+#include "ftcc/tensor/tensor.hpp"
 
 namespace ftcc::nn {
 

@@ -1,4 +1,4 @@
-#include "nn/safetensors.hpp"
+#include "ftcc/nn/safetensors.hpp"
 
 #include <algorithm>
 #include <bit>

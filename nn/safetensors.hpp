@@ -19,8 +19,8 @@
 #include <map>
 #include <string>
 
-#include "nn/format_error.hpp"
-#include "nn/named_tensors.hpp"
+#include "ftcc/nn/format_error.hpp"
+#include "ftcc/nn/named_tensors.hpp"
 
 namespace ftcc::nn {
 

@@ -1,9 +1,9 @@
-#include "nn/sequential.hpp"
+#include "ftcc/nn/sequential.hpp"
 
 #include <string>
 
-#include "base/error.hpp"
-#include "nn/activation.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/nn/activation.hpp"
 
 namespace ftcc::nn {
 

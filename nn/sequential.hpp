@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "nn/linear.hpp"
-#include "nn/module.hpp"
+#include "ftcc/nn/linear.hpp"
+#include "ftcc/nn/module.hpp"
 
 namespace ftcc::nn {
 

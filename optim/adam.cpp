@@ -1,9 +1,9 @@
-#include "optim/adam.hpp"
+#include "ftcc/optim/adam.hpp"
 
 #include <cmath>
 
-#include "base/error.hpp"
-#include "tensor/fused_update.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/tensor/fused_update.hpp"
 
 namespace ftcc::optim {
 

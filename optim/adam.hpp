@@ -3,7 +3,7 @@
 // "<param>.exp_avg" (first moment) and "<param>.exp_avg_sq" (second moment).
 #pragma once
 
-#include "optim/optimizer.hpp"
+#include "ftcc/optim/optimizer.hpp"
 
 namespace ftcc::optim {
 

@@ -1,4 +1,4 @@
-#include "optim/checkpoint.hpp"
+#include "ftcc/optim/checkpoint.hpp"
 
 namespace ftcc::optim {
 

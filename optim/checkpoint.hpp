@@ -10,9 +10,9 @@
 
 #include <string>
 
-#include "nn/module.hpp"
-#include "nn/safetensors.hpp"
-#include "optim/optimizer.hpp"
+#include "ftcc/nn/module.hpp"
+#include "ftcc/nn/safetensors.hpp"
+#include "ftcc/optim/optimizer.hpp"
 
 namespace ftcc::optim {
 

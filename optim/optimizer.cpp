@@ -1,6 +1,6 @@
-#include "optim/optimizer.hpp"
+#include "ftcc/optim/optimizer.hpp"
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::optim {
 

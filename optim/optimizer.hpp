@@ -11,8 +11,8 @@
 
 #include <cstdint>
 
-#include "nn/module.hpp"
-#include "nn/named_tensors.hpp"
+#include "ftcc/nn/module.hpp"
+#include "ftcc/nn/named_tensors.hpp"
 
 namespace ftcc::optim {
 

@@ -1,7 +1,7 @@
-#include "optim/sgd.hpp"
+#include "ftcc/optim/sgd.hpp"
 
-#include "base/error.hpp"
-#include "tensor/fused_update.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/tensor/fused_update.hpp"
 
 namespace ftcc::optim {
 

@@ -3,7 +3,7 @@
 // gradient, dampening scales later gradients. State: "<param>.momentum_buffer" when momentum != 0.
 #pragma once
 
-#include "optim/optimizer.hpp"
+#include "ftcc/optim/optimizer.hpp"
 
 namespace ftcc::optim {
 

@@ -1,9 +1,9 @@
-#include "recovery/call_deadline.hpp"
+#include "ftcc/recovery/call_deadline.hpp"
 
 #include <csignal>
 #include <cstdio>
 
-#include "recovery/job_outcome.hpp"
+#include "ftcc/recovery/job_outcome.hpp"
 
 namespace ftcc::recovery {
 

@@ -1,4 +1,4 @@
-#include "recovery/fault_injector.hpp"
+#include "ftcc/recovery/fault_injector.hpp"
 
 #include <chrono>
 #include <csignal>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <thread>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::recovery {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "recovery/fault_spec.hpp"
+#include "ftcc/recovery/fault_spec.hpp"
 
 namespace ftcc::recovery {
 

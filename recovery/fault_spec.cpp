@@ -1,10 +1,10 @@
-#include "recovery/fault_spec.hpp"
+#include "ftcc/recovery/fault_spec.hpp"
 
 #include <charconv>
 #include <limits>
 #include <set>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::recovery {
 namespace {

@@ -1,4 +1,4 @@
-#include "recovery/heartbeat.hpp"
+#include "ftcc/recovery/heartbeat.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -18,7 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::recovery {
 namespace {

@@ -1,4 +1,4 @@
-#include "recovery/job_outcome.hpp"
+#include "ftcc/recovery/job_outcome.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

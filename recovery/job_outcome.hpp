@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <string>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::recovery {
 

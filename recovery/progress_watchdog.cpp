@@ -1,4 +1,4 @@
-#include "recovery/progress_watchdog.hpp"
+#include "ftcc/recovery/progress_watchdog.hpp"
 
 #include <csignal>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "recovery/quorum_lost.hpp"
+#include "ftcc/recovery/quorum_lost.hpp"
 
 #include <sstream>
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::recovery {
 

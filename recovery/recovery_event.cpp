@@ -1,4 +1,4 @@
-#include "recovery/recovery_event.hpp"
+#include "ftcc/recovery/recovery_event.hpp"
 
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "recovery/resilient_group.hpp"
+#include "ftcc/recovery/resilient_group.hpp"
 
 #include <netdb.h>
 #include <sys/stat.h>
@@ -14,11 +14,11 @@
 #include <fstream>
 #include <numeric>
 
-#include "base/error.hpp"
-#include "comm/collectives.hpp"
-#include "comm/mpi_check.hpp"
-#include "comm/ulfm.hpp"
-#include "recovery/quorum_lost.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/mpi_check.hpp"
+#include "ftcc/comm/ulfm.hpp"
+#include "ftcc/recovery/quorum_lost.hpp"
 
 namespace ftcc::recovery {
 namespace {

@@ -61,15 +61,15 @@
 #include <string>
 #include <vector>
 
-#include "comm/communicator.hpp"
-#include "comm/errors.hpp"
-#include "recovery/fault_injector.hpp"
-#include "recovery/call_deadline.hpp"
-#include "recovery/heartbeat.hpp"
-#include "recovery/job_outcome.hpp"
-#include "recovery/progress_watchdog.hpp"
-#include "recovery/quorum_lost.hpp"
-#include "recovery/recovery_event.hpp"
+#include "ftcc/comm/communicator.hpp"
+#include "ftcc/comm/errors.hpp"
+#include "ftcc/recovery/fault_injector.hpp"
+#include "ftcc/recovery/call_deadline.hpp"
+#include "ftcc/recovery/heartbeat.hpp"
+#include "ftcc/recovery/job_outcome.hpp"
+#include "ftcc/recovery/progress_watchdog.hpp"
+#include "ftcc/recovery/quorum_lost.hpp"
+#include "ftcc/recovery/recovery_event.hpp"
 
 namespace ftcc::recovery {
 

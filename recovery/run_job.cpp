@@ -1,11 +1,11 @@
-#include "recovery/run_job.hpp"
+#include "ftcc/recovery/run_job.hpp"
 
 #include <cstdio>
 #include <memory>
 
-#include "comm/errors.hpp"
-#include "recovery/job_outcome.hpp"
-#include "recovery/quorum_lost.hpp"
+#include "ftcc/comm/errors.hpp"
+#include "ftcc/recovery/job_outcome.hpp"
+#include "ftcc/recovery/quorum_lost.hpp"
 
 namespace ftcc::recovery {
 namespace {

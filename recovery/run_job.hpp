@@ -31,7 +31,7 @@
 #include <functional>
 #include <string>
 
-#include "recovery/resilient_group.hpp"
+#include "ftcc/recovery/resilient_group.hpp"
 
 namespace ftcc::recovery {
 

@@ -1,10 +1,10 @@
-#include "tensor/autograd.hpp"
+#include "ftcc/tensor/autograd.hpp"
 
 #include <unordered_map>
 #include <unordered_set>
 
-#include "base/error.hpp"
-#include "tensor/kernels.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/tensor/kernels.hpp"
 
 namespace ftcc::tensor {
 

@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "tensor/tensor.hpp"
+#include "ftcc/tensor/tensor.hpp"
 
 namespace ftcc::tensor {
 

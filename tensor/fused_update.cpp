@@ -1,11 +1,11 @@
-#include "tensor/fused_update.hpp"
+#include "ftcc/tensor/fused_update.hpp"
 
 #include <cmath>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 #include "ftcc_config.hpp"
 #if FTCC_HAVE_CUDA
-#include "tensor/cuda/kernels.hpp"
+#include "ftcc/tensor/cuda/kernels.hpp"
 #endif
 
 namespace ftcc::tensor {

@@ -10,7 +10,7 @@
 // float32 only (optimizer state is float32).
 #pragma once
 
-#include "tensor/tensor.hpp"
+#include "ftcc/tensor/tensor.hpp"
 
 namespace ftcc::tensor {
 

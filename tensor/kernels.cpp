@@ -1,10 +1,10 @@
-#include "tensor/kernels.hpp"
+#include "ftcc/tensor/kernels.hpp"
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 #include "ftcc_config.hpp"
-#include "tensor/kernels_cpu.hpp"
+#include "ftcc/tensor/kernels_cpu.hpp"
 #if FTCC_HAVE_CUDA
-#include "tensor/cuda/kernels.hpp"
+#include "ftcc/tensor/cuda/kernels.hpp"
 #endif
 
 namespace ftcc::tensor::kern {

@@ -7,7 +7,7 @@
 // training step never synchronises with the host.
 #pragma once
 
-#include "tensor/tensor.hpp"
+#include "ftcc/tensor/tensor.hpp"
 
 namespace ftcc::tensor::kern {
 

@@ -1,4 +1,4 @@
-#include "tensor/kernels_cpu.hpp"
+#include "ftcc/tensor/kernels_cpu.hpp"
 
 #include <Eigen/Core>
 #include <cmath>

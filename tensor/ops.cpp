@@ -1,8 +1,8 @@
-#include "tensor/ops.hpp"
+#include "ftcc/tensor/ops.hpp"
 
-#include "base/error.hpp"
-#include "tensor/autograd.hpp"
-#include "tensor/kernels.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/tensor/autograd.hpp"
+#include "ftcc/tensor/kernels.hpp"
 
 namespace ftcc::tensor {
 

@@ -10,7 +10,7 @@
 // Classification is done without softmax: MSE against one-hot targets (data/one_hot).
 #pragma once
 
-#include "tensor/tensor.hpp"
+#include "ftcc/tensor/tensor.hpp"
 
 namespace ftcc::tensor {
 

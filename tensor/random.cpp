@@ -1,8 +1,8 @@
-#include "tensor/random.hpp"
+#include "ftcc/tensor/random.hpp"
 
 #include <cmath>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::tensor {
 

@@ -1,12 +1,12 @@
-#include "tensor/storage.hpp"
+#include "ftcc/tensor/storage.hpp"
 
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 #include "ftcc_config.hpp"
-#include "tensor/cuda/runtime.hpp"
+#include "ftcc/tensor/cuda/runtime.hpp"
 
 namespace ftcc::tensor {
 

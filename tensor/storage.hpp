@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "tensor/dtype.hpp"
+#include "ftcc/tensor/dtype.hpp"
 
 namespace ftcc::tensor {
 

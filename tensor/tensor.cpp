@@ -1,10 +1,10 @@
-#include "tensor/tensor.hpp"
+#include "ftcc/tensor/tensor.hpp"
 
 #include <sstream>
 
-#include "base/error.hpp"
-#include "tensor/autograd.hpp"
-#include "tensor/kernels.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/tensor/autograd.hpp"
+#include "ftcc/tensor/kernels.hpp"
 
 namespace ftcc::tensor {
 

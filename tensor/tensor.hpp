@@ -21,8 +21,8 @@
 #include <span>
 #include <vector>
 
-#include "tensor/dtype.hpp"
-#include "tensor/storage.hpp"
+#include "ftcc/tensor/dtype.hpp"
+#include "ftcc/tensor/storage.hpp"
 
 namespace ftcc::tensor {
 

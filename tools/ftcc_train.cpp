@@ -21,16 +21,16 @@
 #include <string>
 #include <vector>
 
-#include "base/error.hpp"
-#include "comm/errors.hpp"
-#include "comm/ulfm.hpp"
-#include "recovery/fault_spec.hpp"
-#include "recovery/resilient_group.hpp"
-#include "recovery/run_job.hpp"
-#include "train/dp_trainer.hpp"
-#include "train/pp_trainer.hpp"
-#include "train/tp_trainer.hpp"
-#include "train/train_config.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/errors.hpp"
+#include "ftcc/comm/ulfm.hpp"
+#include "ftcc/recovery/fault_spec.hpp"
+#include "ftcc/recovery/resilient_group.hpp"
+#include "ftcc/recovery/run_job.hpp"
+#include "ftcc/train/dp_trainer.hpp"
+#include "ftcc/train/pp_trainer.hpp"
+#include "ftcc/train/tp_trainer.hpp"
+#include "ftcc/train/train_config.hpp"
 
 namespace {
 

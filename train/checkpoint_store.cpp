@@ -1,4 +1,4 @@
-#include "train/checkpoint_store.hpp"
+#include "ftcc/train/checkpoint_store.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,10 +10,10 @@
 #include <iterator>
 #include <vector>
 
-#include "base/error.hpp"
-#include "data/sampler.hpp"
-#include "optim/checkpoint.hpp"
-#include "train/state_hash.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/data/sampler.hpp"
+#include "ftcc/optim/checkpoint.hpp"
+#include "ftcc/train/state_hash.hpp"
 
 namespace ftcc::train {
 namespace fs = std::filesystem;

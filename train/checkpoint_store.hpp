@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "nn/module.hpp"
-#include "optim/optimizer.hpp"
-#include "train/train_config.hpp"
+#include "ftcc/nn/module.hpp"
+#include "ftcc/optim/optimizer.hpp"
+#include "ftcc/train/train_config.hpp"
 
 namespace ftcc::train {
 

@@ -1,4 +1,4 @@
-#include "train/dp_trainer.hpp"
+#include "ftcc/train/dp_trainer.hpp"
 
 #include <unistd.h>
 
@@ -13,23 +13,23 @@
 #include <fstream>
 #include <memory>
 
-#include "base/error.hpp"
-#include "comm/collectives.hpp"
-#include "comm/errors.hpp"
-#include "data/sampler.hpp"
-#include "nn/sequential.hpp"
-#include "optim/adam.hpp"
-#include "optim/sgd.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/errors.hpp"
+#include "ftcc/data/sampler.hpp"
+#include "ftcc/nn/sequential.hpp"
+#include "ftcc/optim/adam.hpp"
+#include "ftcc/optim/sgd.hpp"
 #include "ftcc_config.hpp"
-#include "tensor/autograd.hpp"
-#include "tensor/storage.hpp"
-#include "tensor/ops.hpp"
-#include "train/checkpoint_store.hpp"
-#include "train/gradient_reducer.hpp"
-#include "train/progress_reporter.hpp"
-#include "train/run_log.hpp"
-#include "train/state_hash.hpp"
-#include "train/training_data.hpp"
+#include "ftcc/tensor/autograd.hpp"
+#include "ftcc/tensor/storage.hpp"
+#include "ftcc/tensor/ops.hpp"
+#include "ftcc/train/checkpoint_store.hpp"
+#include "ftcc/train/gradient_reducer.hpp"
+#include "ftcc/train/progress_reporter.hpp"
+#include "ftcc/train/run_log.hpp"
+#include "ftcc/train/state_hash.hpp"
+#include "ftcc/train/training_data.hpp"
 
 namespace ftcc::train {
 namespace {

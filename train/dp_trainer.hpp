@@ -32,11 +32,11 @@
 #include <string>
 #include <vector>
 
-#include "comm/communicator.hpp"
-#include "data/sampler.hpp"
-#include "recovery/recovery_event.hpp"
-#include "recovery/resilient_group.hpp"
-#include "train/train_config.hpp"
+#include "ftcc/comm/communicator.hpp"
+#include "ftcc/data/sampler.hpp"
+#include "ftcc/recovery/recovery_event.hpp"
+#include "ftcc/recovery/resilient_group.hpp"
+#include "ftcc/train/train_config.hpp"
 
 namespace ftcc::train {
 

@@ -1,9 +1,9 @@
-#include "train/exact_sum.hpp"
+#include "ftcc/train/exact_sum.hpp"
 
 #include <cmath>
 #include <limits>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::train {
 

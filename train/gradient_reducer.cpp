@@ -1,11 +1,11 @@
-#include "train/gradient_reducer.hpp"
+#include "ftcc/train/gradient_reducer.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "base/error.hpp"
-#include "comm/collectives.hpp"
-#include "train/exact_sum.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/train/exact_sum.hpp"
 
 namespace ftcc::train {
 

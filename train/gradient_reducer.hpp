@@ -21,8 +21,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "comm/communicator.hpp"
-#include "nn/named_tensors.hpp"
+#include "ftcc/comm/communicator.hpp"
+#include "ftcc/nn/named_tensors.hpp"
 
 namespace ftcc::train {
 

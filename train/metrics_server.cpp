@@ -1,4 +1,4 @@
-#include "train/metrics_server.hpp"
+#include "ftcc/train/metrics_server.hpp"
 
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange
 #include <atomic>
@@ -8,7 +8,7 @@
 #include <sstream>
 #include <thread>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::train {
 namespace {

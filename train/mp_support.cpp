@@ -1,14 +1,14 @@
-#include "train/mp_support.hpp"
+#include "ftcc/train/mp_support.hpp"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string>
 
-#include "base/error.hpp"
-#include "comm/collectives.hpp"
-#include "tensor/autograd.hpp"
-#include "tensor/ops.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/tensor/autograd.hpp"
+#include "ftcc/tensor/ops.hpp"
 
 namespace ftcc::train {
 

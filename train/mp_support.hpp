@@ -7,12 +7,12 @@
 #include <memory>
 #include <vector>
 
-#include "comm/communicator.hpp"
-#include "data/dataset.hpp"
-#include "nn/module.hpp"
-#include "tensor/tensor.hpp"
-#include "train/state_hash.hpp"
-#include "train/train_config.hpp"
+#include "ftcc/comm/communicator.hpp"
+#include "ftcc/data/dataset.hpp"
+#include "ftcc/nn/module.hpp"
+#include "ftcc/tensor/tensor.hpp"
+#include "ftcc/train/state_hash.hpp"
+#include "ftcc/train/train_config.hpp"
 
 namespace ftcc::train {
 

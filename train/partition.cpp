@@ -1,10 +1,10 @@
-#include "train/partition.hpp"
+#include "ftcc/train/partition.hpp"
 
 #include <algorithm>
 #include <limits>
 #include <set>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::train {
 

@@ -1,10 +1,10 @@
-#include "train/pp_stage.hpp"
+#include "ftcc/train/pp_stage.hpp"
 
-#include "base/error.hpp"
-#include "optim/adam.hpp"
-#include "optim/sgd.hpp"
-#include "tensor/ops.hpp"
-#include "tensor/random.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/optim/adam.hpp"
+#include "ftcc/optim/sgd.hpp"
+#include "ftcc/tensor/ops.hpp"
+#include "ftcc/tensor/random.hpp"
 
 namespace ftcc::train {
 

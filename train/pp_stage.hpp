@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "nn/linear.hpp"
-#include "nn/named_tensors.hpp"
-#include "optim/optimizer.hpp"
-#include "train/train_config.hpp"
+#include "ftcc/nn/linear.hpp"
+#include "ftcc/nn/named_tensors.hpp"
+#include "ftcc/optim/optimizer.hpp"
+#include "ftcc/train/train_config.hpp"
 
 namespace ftcc::train {
 

@@ -27,10 +27,10 @@
 // computed on rank 0 from the gathered full model (transiently the whole model on rank 0).
 #pragma once
 
-#include "base/error.hpp"
-#include "recovery/resilient_group.hpp"
-#include "train/dp_trainer.hpp"
-#include "train/train_config.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/recovery/resilient_group.hpp"
+#include "ftcc/train/dp_trainer.hpp"
+#include "ftcc/train/train_config.hpp"
 
 namespace ftcc::train {
 

@@ -1,4 +1,4 @@
-#include "train/progress_reporter.hpp"
+#include "ftcc/train/progress_reporter.hpp"
 
 #include <string>
 

@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <memory>
 
-#include "recovery/recovery_event.hpp"
-#include "recovery/resilient_group.hpp"
-#include "train/metrics_server.hpp"
-#include "train/run_log.hpp"
-#include "train/train_config.hpp"
+#include "ftcc/recovery/recovery_event.hpp"
+#include "ftcc/recovery/resilient_group.hpp"
+#include "ftcc/train/metrics_server.hpp"
+#include "ftcc/train/run_log.hpp"
+#include "ftcc/train/train_config.hpp"
 
 namespace ftcc::train {
 

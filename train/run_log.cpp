@@ -1,4 +1,4 @@
-#include "train/run_log.hpp"
+#include "ftcc/train/run_log.hpp"
 
 #include <unistd.h>
 

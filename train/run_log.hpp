@@ -16,9 +16,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "recovery/recovery_event.hpp"
-#include "recovery/resilient_group.hpp"
-#include "train/train_config.hpp"
+#include "ftcc/recovery/recovery_event.hpp"
+#include "ftcc/recovery/resilient_group.hpp"
+#include "ftcc/train/train_config.hpp"
 
 namespace ftcc::train {
 

@@ -1,10 +1,10 @@
-#include "train/state_hash.hpp"
+#include "ftcc/train/state_hash.hpp"
 
 #include <openssl/evp.h>
 
 #include <memory>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::train {
 namespace {

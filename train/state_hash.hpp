@@ -7,7 +7,7 @@
 #include <span>
 #include <string>
 
-#include "nn/named_tensors.hpp"
+#include "ftcc/nn/named_tensors.hpp"
 
 namespace ftcc::train {
 

@@ -1,9 +1,9 @@
-#include "train/tp_shard.hpp"
+#include "ftcc/train/tp_shard.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::train {
 

@@ -21,7 +21,7 @@
 #include <vector>
 #include <string>
 
-#include "nn/named_tensors.hpp"
+#include "ftcc/nn/named_tensors.hpp"
 
 namespace ftcc::train {
 

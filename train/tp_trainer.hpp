@@ -23,10 +23,10 @@
 // exists transiently (on every rank during a recovery, on rank 0 otherwise).
 #pragma once
 
-#include "recovery/resilient_group.hpp"
-#include "train/dp_trainer.hpp"
-#include "train/pp_trainer.hpp"
-#include "train/train_config.hpp"
+#include "ftcc/recovery/resilient_group.hpp"
+#include "ftcc/train/dp_trainer.hpp"
+#include "ftcc/train/pp_trainer.hpp"
+#include "ftcc/train/train_config.hpp"
 
 namespace ftcc::train {
 

@@ -1,12 +1,12 @@
-#include "train/train_config.hpp"
+#include "ftcc/train/train_config.hpp"
 
 #include <cmath>
 #include <functional>
 #include <sstream>
 #include <utility>
 
-#include "base/error.hpp"
-#include "recovery/fault_spec.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/recovery/fault_spec.hpp"
 
 namespace ftcc::train {
 namespace {

@@ -1,4 +1,4 @@
-#include "train/training_data.hpp"
+#include "ftcc/train/training_data.hpp"
 
 #include <tuple>
 
@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <vector>
 
-#include "base/error.hpp"
-#include "data/datasets.hpp"
-#include "data/table.hpp"
-#include "tensor/random.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/data/datasets.hpp"
+#include "ftcc/data/table.hpp"
+#include "ftcc/tensor/random.hpp"
 
 namespace ftcc::train {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.hpp"
+#include "ftcc/data/dataset.hpp"
 
 namespace ftcc::train {
 

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/collectives.hpp"
+#include "ftcc/comm/collectives.hpp"
 
 namespace {
 

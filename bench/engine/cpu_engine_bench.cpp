@@ -11,11 +11,11 @@
 
 #include <Eigen/Core>
 
-#include "nn/sequential.hpp"
-#include "optim/adam.hpp"
-#include "tensor/autograd.hpp"
-#include "tensor/ops.hpp"
-#include "tensor/random.hpp"
+#include "ftcc/nn/sequential.hpp"
+#include "ftcc/optim/adam.hpp"
+#include "ftcc/tensor/autograd.hpp"
+#include "ftcc/tensor/ops.hpp"
+#include "ftcc/tensor/random.hpp"
 
 namespace {
 

@@ -12,11 +12,11 @@
 #include <cmath>
 #include <vector>
 
-#include "tensor/cuda/check.cuh"
-#include "tensor/cuda/kernels.hpp"
-#include "tensor/cuda/runtime.hpp"
-#include "tensor/kernels_cpu.hpp"
-#include "tensor/random.hpp"
+#include "ftcc/tensor/cuda/check.cuh"
+#include "ftcc/tensor/cuda/kernels.hpp"
+#include "ftcc/tensor/cuda/runtime.hpp"
+#include "ftcc/tensor/kernels_cpu.hpp"
+#include "ftcc/tensor/random.hpp"
 
 namespace {
 

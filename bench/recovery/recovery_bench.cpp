@@ -22,12 +22,12 @@
 #include <string>
 #include <vector>
 
-#include "comm/collectives.hpp"
-#include "comm/errors.hpp"
-#include "comm/mpi_check.hpp"
-#include "comm/ulfm.hpp"
-#include "recovery/fault_injector.hpp"
-#include "recovery/resilient_group.hpp"
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/errors.hpp"
+#include "ftcc/comm/mpi_check.hpp"
+#include "ftcc/comm/ulfm.hpp"
+#include "ftcc/recovery/fault_injector.hpp"
+#include "ftcc/recovery/resilient_group.hpp"
 
 namespace fc = ftcc::comm;
 namespace fr = ftcc::recovery;

@@ -6,7 +6,7 @@
 
 #include <sstream>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::tensor::cuda::detail {
 [[noreturn]] inline void raise_cuda(cudaError_t e, const char* expr, const char* file, int line) {

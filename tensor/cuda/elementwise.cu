@@ -3,8 +3,8 @@
 // reads and writes are coalesced (thread i touches element i).
 #include <cuda_runtime.h>
 
-#include "tensor/cuda/check.cuh"
-#include "tensor/cuda/kernels.hpp"
+#include "ftcc/tensor/cuda/check.cuh"
+#include "ftcc/tensor/cuda/kernels.hpp"
 
 namespace ftcc::tensor::cuda {
 

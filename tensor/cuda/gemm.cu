@@ -15,8 +15,8 @@
 
 #include <sstream>
 
-#include "tensor/cuda/check.cuh"
-#include "tensor/cuda/kernels.hpp"
+#include "ftcc/tensor/cuda/check.cuh"
+#include "ftcc/tensor/cuda/kernels.hpp"
 
 namespace ftcc::tensor::cuda {
 

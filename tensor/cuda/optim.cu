@@ -4,8 +4,8 @@
 // operation for operation, so CPU and CUDA results agree to a few ulp.
 #include <cuda_runtime.h>
 
-#include "tensor/cuda/check.cuh"
-#include "tensor/cuda/kernels.hpp"
+#include "ftcc/tensor/cuda/check.cuh"
+#include "ftcc/tensor/cuda/kernels.hpp"
 
 namespace ftcc::tensor::cuda {
 

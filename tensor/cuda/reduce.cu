@@ -8,8 +8,8 @@
 // stream-ordered scratch allocation (cudaMallocAsync), so no host synchronisation is needed.
 #include <cuda_runtime.h>
 
-#include "tensor/cuda/check.cuh"
-#include "tensor/cuda/kernels.hpp"
+#include "ftcc/tensor/cuda/check.cuh"
+#include "ftcc/tensor/cuda/kernels.hpp"
 
 namespace ftcc::tensor::cuda {
 

@@ -1,7 +1,7 @@
 #include <cuda_runtime.h>
 
-#include "tensor/cuda/check.cuh"
-#include "tensor/cuda/runtime.hpp"
+#include "ftcc/tensor/cuda/check.cuh"
+#include "ftcc/tensor/cuda/runtime.hpp"
 
 namespace ftcc::tensor::cuda {
 

@@ -1,6 +1,6 @@
 // CPU-only builds: every CUDA entry point refuses with an error that says why.
-#include "base/error.hpp"
-#include "tensor/cuda/runtime.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/tensor/cuda/runtime.hpp"
 
 namespace ftcc::tensor::cuda {
 

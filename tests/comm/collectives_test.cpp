@@ -21,9 +21,9 @@
 #include <thread>
 #include <vector>
 
-#include "comm/allreduce_async.hpp"
-#include "comm/collectives.hpp"
-#include "comm/ulfm.hpp"
+#include "ftcc/comm/allreduce_async.hpp"
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/ulfm.hpp"
 
 namespace {
 

@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "comm/allreduce_async.hpp"
-#include "comm/collectives.hpp"
-#include "comm/device_staging.hpp"
-#include "comm/memory_transport.hpp"
+#include "ftcc/comm/allreduce_async.hpp"
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/device_staging.hpp"
+#include "ftcc/comm/memory_transport.hpp"
 
 namespace {
 

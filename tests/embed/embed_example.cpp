@@ -10,13 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include <comm/collectives.hpp>
-#include <comm/ulfm.hpp>
-#include <ftcc_config.hpp>
-#include <nn/sequential.hpp>
-#include <optim/sgd.hpp>
-#include <recovery/run_job.hpp>
-#include <tensor/ops.hpp>
+#include <ftcc/ftcc.hpp>          // the umbrella header: every layer's public API
+#include <ftcc/ftcc_config.hpp>   // FTCC_HAVE_ULFM, FTCC_HAVE_CUDA of the installed build
 
 using namespace ftcc;
 

@@ -18,6 +18,13 @@ grep -q '^prefix=${pcfiledir}' "$pc" || { echo "embed_test: ftcc.pc is not reloc
 ! grep -q -- '-std=' "$pc" || { echo "embed_test: ftcc.pc forces a C++ standard: $(grep -- '-std=' "$pc")" >&2; exit 1; }
 export PKG_CONFIG_PATH=$(dirname "$pc")
 flags=$(pkg-config --cflags --libs ftcc)
+# Headers are included as <ftcc/LAYER/NAME.hpp>: the include path is the folder above ftcc/, never
+# ftcc/ itself (that would put generic names such as <comm/...> on the user's path).
+! pkg-config --cflags ftcc | grep -q 'include/ftcc' || { echo "embed_test: ftcc.pc puts include/ftcc on the path: $(pkg-config --cflags ftcc)" >&2; exit 1; }
+inc=$(dirname "$(find "$tmp" -path '*/include/ftcc/ftcc.hpp' | head -n 1)")
+[ -d "$inc" ] || { echo "embed_test: ftcc/ftcc.hpp was not installed" >&2; exit 1; }
+bad=$(grep -rhoE '#include "[a-z_]+/[a-z_]+\.hpp"' "$inc" | grep -v '"ftcc/' || true)
+[ -z "$bad" ] || { echo "embed_test: installed headers include names outside ftcc/: $bad" >&2; exit 1; }
 libdir=$(pkg-config --variable=libdir ftcc)
 # The user's own -std (newer than ftcc's minimum) must stay in force.
 echo "embed_test: mpicxx -std=c++23 example.cpp $flags"

@@ -17,16 +17,16 @@
 #include <cmath>
 #include <cstring>
 
-#include "base/error.hpp"
-#include "nn/sequential.hpp"
-#include "optim/adam.hpp"
-#include "optim/sgd.hpp"
-#include "tensor/cuda/kernels.hpp"
-#include "tensor/cuda/runtime.hpp"
-#include "tensor/fused_update.hpp"
-#include "tensor/kernels_cpu.hpp"
-#include "tensor/ops.hpp"
-#include "tensor/random.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/nn/sequential.hpp"
+#include "ftcc/optim/adam.hpp"
+#include "ftcc/optim/sgd.hpp"
+#include "ftcc/tensor/cuda/kernels.hpp"
+#include "ftcc/tensor/cuda/runtime.hpp"
+#include "ftcc/tensor/fused_update.hpp"
+#include "ftcc/tensor/kernels_cpu.hpp"
+#include "ftcc/tensor/ops.hpp"
+#include "ftcc/tensor/random.hpp"
 #include "test_util.hpp"
 
 namespace ftcc::tensor {
@@ -209,7 +209,7 @@ TEST_F(CudaKernels, FusedOptimizerUpdatesMatchTheCpuReference) {
       sgd_update(cp, cg, cm, u);
       sgd_update(dp, dg, dm, u);
     } else {
-      AdamUpdate u{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, variant == 3, 0.19f, 0.002f};
+      AdamUpdate u{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, variant == 3, 0.19f, 0.002f, 0.1f, 0.001f};
       adam_update(cp, cg, cm, cv, u);
       adam_update(dp, dg, dm, dv, u);
     }

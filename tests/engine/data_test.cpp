@@ -12,9 +12,9 @@
 #include <map>
 #include <set>
 
-#include "data/datasets.hpp"
-#include "data/sampler.hpp"
-#include "data/table.hpp"
+#include "ftcc/data/datasets.hpp"
+#include "ftcc/data/sampler.hpp"
+#include "ftcc/data/table.hpp"
 #include "test_util.hpp"
 
 namespace ftcc::data {

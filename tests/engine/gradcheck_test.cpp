@@ -12,8 +12,8 @@
 
 #include <functional>
 
-#include "tensor/autograd.hpp"
-#include "tensor/ops.hpp"
+#include "ftcc/tensor/autograd.hpp"
+#include "ftcc/tensor/ops.hpp"
 #include "test_util.hpp"
 
 namespace ftcc::tensor {

@@ -4,13 +4,13 @@
 
 #include <cmath>
 
-#include "base/error.hpp"
-#include "nn/activation.hpp"
-#include "nn/linear.hpp"
-#include "nn/sequential.hpp"
-#include "optim/adam.hpp"
-#include "optim/sgd.hpp"
-#include "tensor/ops.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/nn/activation.hpp"
+#include "ftcc/nn/linear.hpp"
+#include "ftcc/nn/sequential.hpp"
+#include "ftcc/optim/adam.hpp"
+#include "ftcc/optim/sgd.hpp"
+#include "ftcc/tensor/ops.hpp"
 #include "test_util.hpp"
 
 namespace ftcc {

@@ -5,13 +5,13 @@
 
 #include <filesystem>
 
-#include "data/datasets.hpp"
-#include "data/sampler.hpp"
-#include "nn/sequential.hpp"
-#include "optim/adam.hpp"
-#include "optim/checkpoint.hpp"
-#include "tensor/autograd.hpp"
-#include "tensor/ops.hpp"
+#include "ftcc/data/datasets.hpp"
+#include "ftcc/data/sampler.hpp"
+#include "ftcc/nn/sequential.hpp"
+#include "ftcc/optim/adam.hpp"
+#include "ftcc/optim/checkpoint.hpp"
+#include "ftcc/tensor/autograd.hpp"
+#include "ftcc/tensor/ops.hpp"
 
 namespace ftcc {
 namespace {

@@ -8,12 +8,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "nn/safetensors.hpp"
-#include "nn/sequential.hpp"
-#include "optim/adam.hpp"
-#include "optim/checkpoint.hpp"
-#include "optim/sgd.hpp"
-#include "tensor/ops.hpp"
+#include "ftcc/nn/safetensors.hpp"
+#include "ftcc/nn/sequential.hpp"
+#include "ftcc/optim/adam.hpp"
+#include "ftcc/optim/checkpoint.hpp"
+#include "ftcc/optim/sgd.hpp"
+#include "ftcc/tensor/ops.hpp"
 #include "test_util.hpp"
 
 namespace ftcc {

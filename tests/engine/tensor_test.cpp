@@ -2,10 +2,10 @@
 // buffer, no-grad scope), micro-batch gradients adding up to the batch gradient, errors, Philox.
 #include <gtest/gtest.h>
 
-#include "base/error.hpp"
-#include "tensor/autograd.hpp"
-#include "tensor/ops.hpp"
-#include "tensor/random.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/tensor/autograd.hpp"
+#include "ftcc/tensor/ops.hpp"
+#include "ftcc/tensor/random.hpp"
 #include "test_util.hpp"
 
 namespace ftcc::tensor {

@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "tensor/random.hpp"
-#include "tensor/tensor.hpp"
+#include "ftcc/tensor/random.hpp"
+#include "ftcc/tensor/tensor.hpp"
 
 namespace ftcc::test {
 

@@ -9,14 +9,14 @@
 
 #include <Eigen/Dense>
 
-#include "data/datasets.hpp"
-#include "data/sampler.hpp"
-#include "nn/linear.hpp"
-#include "nn/loss.hpp"
-#include "nn/sequential.hpp"
-#include "optim/adam.hpp"
-#include "optim/sgd.hpp"
-#include "tensor/autograd.hpp"
+#include "ftcc/data/datasets.hpp"
+#include "ftcc/data/sampler.hpp"
+#include "ftcc/nn/linear.hpp"
+#include "ftcc/nn/loss.hpp"
+#include "ftcc/nn/sequential.hpp"
+#include "ftcc/optim/adam.hpp"
+#include "ftcc/optim/sgd.hpp"
+#include "ftcc/tensor/autograd.hpp"
 
 namespace ftcc {
 namespace {

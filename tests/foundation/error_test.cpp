@@ -1,8 +1,8 @@
 // base/error.hpp checks and comm/errors.hpp messages: what a user reads when things go wrong.
 #include <gtest/gtest.h>
 
-#include "base/error.hpp"
-#include "comm/errors.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/errors.hpp"
 
 namespace {
 

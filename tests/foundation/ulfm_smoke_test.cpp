@@ -13,9 +13,9 @@
 #include <csignal>
 #include <map>
 
-#include "comm/errors.hpp"
-#include "comm/mpi_check.hpp"
-#include "comm/ulfm.hpp"
+#include "ftcc/comm/errors.hpp"
+#include "ftcc/comm/mpi_check.hpp"
+#include "ftcc/comm/ulfm.hpp"
 
 namespace {
 

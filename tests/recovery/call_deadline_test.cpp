@@ -7,9 +7,9 @@
 #include <string>
 #include <thread>
 
-#include "base/error.hpp"
-#include "recovery/call_deadline.hpp"
-#include "recovery/fault_spec.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/recovery/call_deadline.hpp"
+#include "ftcc/recovery/fault_spec.hpp"
 
 using namespace std::chrono_literals;
 namespace fr = ftcc::recovery;

@@ -1,9 +1,9 @@
 // The fault-injection grammar: every accepted form, and every rejection quoting the grammar.
 #include <gtest/gtest.h>
 
-#include "base/error.hpp"
-#include "recovery/fault_injector.hpp"
-#include "recovery/fault_spec.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/recovery/fault_injector.hpp"
+#include "ftcc/recovery/fault_spec.hpp"
 
 namespace fr = ftcc::recovery;
 

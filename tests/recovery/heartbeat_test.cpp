@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "recovery/heartbeat.hpp"
+#include "ftcc/recovery/heartbeat.hpp"
 
 namespace fr = ftcc::recovery;
 using namespace std::chrono_literals;

@@ -4,7 +4,7 @@
 #include <atomic>
 #include <thread>
 
-#include "recovery/progress_watchdog.hpp"
+#include "ftcc/recovery/progress_watchdog.hpp"
 
 using namespace std::chrono_literals;
 namespace fr = ftcc::recovery;

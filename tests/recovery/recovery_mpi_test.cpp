@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/collectives.hpp"
-#include "recovery/resilient_group.hpp"
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/recovery/resilient_group.hpp"
 
 namespace fr = ftcc::recovery;
 namespace fc = ftcc::comm;

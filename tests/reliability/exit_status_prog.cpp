@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "comm/collectives.hpp"
-#include "recovery/fault_spec.hpp"
-#include "recovery/resilient_group.hpp"
-#include "recovery/run_job.hpp"
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/recovery/fault_spec.hpp"
+#include "ftcc/recovery/resilient_group.hpp"
+#include "ftcc/recovery/run_job.hpp"
 
 namespace fr = ftcc::recovery;
 namespace fc = ftcc::comm;

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "base/error.hpp"
-#include "train/dp_trainer.hpp"
-#include "train/exact_sum.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/train/dp_trainer.hpp"
+#include "ftcc/train/exact_sum.hpp"
 
 namespace ft = ftcc::train;
 

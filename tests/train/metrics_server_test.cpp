@@ -6,8 +6,8 @@
 #include <boost/asio.hpp>
 #include <string>
 
-#include "base/error.hpp"
-#include "train/metrics_server.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/train/metrics_server.hpp"
 
 namespace ft = ftcc::train;
 using boost::asio::ip::tcp;

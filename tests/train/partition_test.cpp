@@ -1,10 +1,10 @@
 // tests/train/partition_test.cpp: pipeline partitioning and the post-failure restore plan
 // (train/partition.hpp), without MPI.
-#include "train/partition.hpp"
+#include "ftcc/train/partition.hpp"
 
 #include <gtest/gtest.h>
 
-#include "base/error.hpp"
+#include "ftcc/base/error.hpp"
 
 #include <algorithm>
 #include <numeric>

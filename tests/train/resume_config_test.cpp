@@ -9,11 +9,11 @@
 #include <string>
 #include <utility>
 
-#include "base/error.hpp"
-#include "nn/sequential.hpp"
-#include "optim/sgd.hpp"
-#include "train/checkpoint_store.hpp"
-#include "train/train_config.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/nn/sequential.hpp"
+#include "ftcc/optim/sgd.hpp"
+#include "ftcc/train/checkpoint_store.hpp"
+#include "ftcc/train/train_config.hpp"
 
 using namespace ftcc::train;
 namespace fs = std::filesystem;

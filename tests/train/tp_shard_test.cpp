@@ -1,11 +1,11 @@
 // tests/train/tp_shard_test.cpp: Megatron slices (train/tp_shard.hpp) and re-splitting a model
 // over fewer ranks (4 -> 3 -> 2), without MPI.
-#include "train/tp_shard.hpp"
+#include "ftcc/train/tp_shard.hpp"
 
 #include <gtest/gtest.h>
 
-#include "nn/sequential.hpp"
-#include "optim/sgd.hpp"
+#include "ftcc/nn/sequential.hpp"
+#include "ftcc/optim/sgd.hpp"
 
 using namespace ftcc;
 using namespace ftcc::train;
