@@ -9,27 +9,14 @@
 #include <cstdint>
 #include <string_view>
 
+#include "ftcc/base/dtype.hpp"
+
 namespace ftcc::comm {
 
-enum class DType : std::uint8_t { f32, f64, i32, i64 };
+using ftcc::DType;  // one enum for comm and tensor: base/dtype.hpp
+using ftcc::dtype_of;
+using ftcc::dtype_size;
 enum class ReduceOp : std::uint8_t { sum, prod, min, max };
-
-constexpr std::size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
-  }
-  return 0;
-}
-
-template <class T>
-constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<std::int64_t>() { return DType::i64; }
 
 const char* to_string(DType t);
 const char* to_string(ReduceOp op);

@@ -66,7 +66,7 @@ Tensor Standardizer::apply(const Tensor& x) const {
     double sd = stddev[j] > 0 ? stddev[j] : 1.0;
     v[k] = (v[k] - mean[j]) / sd;
   }
-  return Tensor::from_vector(x.shape(), std::span<const double>(v), tensor::DType::F32);
+  return Tensor::from_vector(x.shape(), std::span<const double>(v), tensor::DType::f32);
 }
 
 Tensor one_hot(std::span<const int> labels, int classes) {

@@ -172,8 +172,8 @@ tensor::Tensor read_npy(const std::string& path) {
   std::string fortran = dict_value(header, "fortran_order", path);
   std::string shape_s = dict_value(header, "shape", path);
   tensor::DType dtype;
-  if (descr == "'<f4'") dtype = tensor::DType::F32;
-  else if (descr == "'<f8'") dtype = tensor::DType::F64;
+  if (descr == "'<f4'") dtype = tensor::DType::f32;
+  else if (descr == "'<f8'") dtype = tensor::DType::f64;
   else throw FormatError("'" + path + "': unsupported dtype " + descr + " (float32/float64 little-endian only)");
   if (fortran != "False") throw FormatError("'" + path + "': Fortran-order arrays are not supported");
   // Dimensions: non-negative decimal integers (std::stoll threw std::invalid_argument past the
@@ -183,7 +183,7 @@ tensor::Tensor read_npy(const std::string& path) {
     throw FormatError("'" + path + "': shape " + shape_s + ": a tuple expected");
   tensor::Shape shape;
   const std::uint64_t avail = size - data_start;
-  std::uint64_t need = dtype == tensor::DType::F32 ? 4 : 8;
+  std::uint64_t need = dtype == tensor::DType::f32 ? 4 : 8;
   for (std::size_t i = 1; i < shape_s.size();) {
     const std::size_t j = shape_s.find_first_of(",)", i);
     const std::size_t b = shape_s.find_first_not_of(' ', i);
@@ -217,7 +217,7 @@ void write_npy(const std::string& path, const tensor::Tensor& t) {
   if (t.dim() == 2) shape_os << t.size(1);
   shape_os << ')';
   std::string shape = shape_os.str();
-  std::string header = std::string("{'descr': '") + (t.dtype() == tensor::DType::F32 ? "<f4" : "<f8") +
+  std::string header = std::string("{'descr': '") + (t.dtype() == tensor::DType::f32 ? "<f4" : "<f8") +
                        "', 'fortran_order': False, 'shape': " + shape + ", }";
   // Pad so that the data starts on a 64-byte boundary, ending the header with a newline.
   std::size_t total = 10 + header.size() + 1;

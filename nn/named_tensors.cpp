@@ -42,7 +42,7 @@ std::vector<float> flatten_f32(const NamedTensors& list) {
   std::vector<float> out(static_cast<std::size_t>(total_numel(list)));
   std::size_t at = 0;
   for (const auto& [name, t] : list) {
-    FTCC_CHECK(t.dtype() == tensor::DType::F32) << "flatten_f32: tensor '" << name << "' is "
+    FTCC_CHECK(t.dtype() == tensor::DType::f32) << "flatten_f32: tensor '" << name << "' is "
                                                 << tensor::dtype_name(t.dtype());
     tensor::copy_bytes(out.data() + at, tensor::Device::CPU, t.raw_data(), t.device(), t.nbytes());
     at += static_cast<std::size_t>(t.numel());
@@ -55,7 +55,7 @@ void unflatten_f32(const NamedTensors& list, std::span<const float> values) {
       << "unflatten_f32: " << values.size() << " values for tensors of " << total_numel(list) << " elements";
   std::size_t at = 0;
   for (const auto& [name, t] : list) {
-    FTCC_CHECK(t.dtype() == tensor::DType::F32) << "unflatten_f32: tensor '" << name << "' is "
+    FTCC_CHECK(t.dtype() == tensor::DType::f32) << "unflatten_f32: tensor '" << name << "' is "
                                                 << tensor::dtype_name(t.dtype());
     tensor::copy_bytes(t.raw_data(), t.device(), values.data() + at, tensor::Device::CPU, t.nbytes());
     at += static_cast<std::size_t>(t.numel());

@@ -24,11 +24,11 @@ constexpr std::uint64_t kMaxHeader = 100ull << 20;
   throw FormatError("safetensors file '" + path + "': " + what);
 }
 
-std::string dtype_tag(tensor::DType t) { return t == tensor::DType::F32 ? "F32" : "F64"; }
+std::string dtype_tag(tensor::DType t) { return t == tensor::DType::f32 ? "F32" : "F64"; }
 
 bool parse_dtype(const std::string& tag, tensor::DType* out) {
-  if (tag == "F32") *out = tensor::DType::F32;
-  else if (tag == "F64") *out = tensor::DType::F64;
+  if (tag == "F32") *out = tensor::DType::f32;
+  else if (tag == "F64") *out = tensor::DType::f64;
   else return false;
   return true;
 }

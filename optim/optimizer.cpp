@@ -8,9 +8,9 @@ Optimizer::Optimizer(NamedTensors params) : params_(std::move(params)) {
   FTCC_CHECK(!params_.empty()) << "optimizer without parameters";
   for (const auto& [name, p] : params_) {
     FTCC_CHECK(p.requires_grad() && p.is_leaf()) << "optimizer: '" << name << "' is not a trainable leaf";
-    FTCC_CHECK(p.dtype() == tensor::DType::F32) << "optimizer: '" << name << "' is not float32";
+    FTCC_CHECK(p.dtype() == tensor::DType::f32) << "optimizer: '" << name << "' is not float32";
   }
-  step_ = Tensor::zeros({1}, tensor::DType::F64);
+  step_ = Tensor::zeros({1}, tensor::DType::f64);
   state_.emplace_back("step", step_);
 }
 

@@ -2,8 +2,8 @@
 //
 // Only float32 (training) and float64 (gradient checks, exact references) exist. Shapes have up to
 // four dimensions and are always row-major contiguous; a view never changes the strides, it only
-// moves the start (see Tensor::rows). Add a dtype by extending DType, dtype_size() and the
-// dispatch in tensor/kernels.cpp.
+// moves the start (see Tensor::rows). Add a dtype by extending DType (base/dtype.hpp), the
+// check in tensor.cpp and the dispatch in tensor/kernels.cpp.
 #pragma once
 
 #include <cstddef>
@@ -11,9 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "ftcc/base/dtype.hpp"
+
 namespace ftcc::tensor {
 
-enum class DType : std::uint8_t { F32, F64 };
+using ftcc::DType;  // one enum for comm and tensor (base/dtype.hpp); tensors hold f32 or f64 only
+using ftcc::dtype_name;
+using ftcc::dtype_of;
+using ftcc::dtype_size;
 enum class Device : std::uint8_t { CPU, CUDA };
 
 using Shape = std::vector<std::int64_t>;
@@ -22,16 +27,7 @@ inline constexpr int kMaxDims = 4;
 // Most elements of one tensor: its size in bytes (at most 8 per element) fits in int64.
 inline constexpr std::int64_t kMaxNumel = std::int64_t{1} << 60;
 
-inline std::size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 8; }
-inline const char* dtype_name(DType t) { return t == DType::F32 ? "float32" : "float64"; }
 inline const char* device_name(Device d) { return d == Device::CPU ? "cpu" : "cuda"; }
-
-template <class T>
-constexpr DType dtype_of();
-template <>
-constexpr DType dtype_of<float>() { return DType::F32; }
-template <>
-constexpr DType dtype_of<double>() { return DType::F64; }
 
 // Number of elements of a shape; validates rank and non-negative extents.
 std::int64_t shape_numel(const Shape& s);

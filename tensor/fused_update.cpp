@@ -13,7 +13,7 @@ namespace ftcc::tensor {
 namespace {
 void check(const Tensor& p, const Tensor& other, const char* what) {
   FTCC_CHECK(other.defined()) << "optimizer update: " << what << " is undefined";
-  FTCC_CHECK(p.dtype() == DType::F32 && other.dtype() == DType::F32) << "optimizer update: float32 only (" << what << ")";
+  FTCC_CHECK(p.dtype() == DType::f32 && other.dtype() == DType::f32) << "optimizer update: float32 only (" << what << ")";
   FTCC_CHECK(p.device() == other.device()) << "optimizer update: " << what << " is on another device";
   FTCC_CHECK(p.numel() == other.numel()) << "optimizer update: " << what << " has " << other.numel()
                                          << " elements, parameter has " << p.numel();

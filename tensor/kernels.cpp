@@ -25,7 +25,7 @@ void dispatch(const Tensor& t, F&& f) {
 #if !FTCC_HAVE_CUDA
   FTCC_CHECK(!on_cuda) << "this build has no CUDA";
 #endif
-  if (t.dtype() == DType::F32) f.template operator()<float>(on_cuda);
+  if (t.dtype() == DType::f32) f.template operator()<float>(on_cuda);
   else f.template operator()<double>(on_cuda);
 }
 

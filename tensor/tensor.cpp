@@ -31,6 +31,8 @@ std::string shape_str(const Shape& s) {
 
 namespace {
 std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype, Device device) {
+  FTCC_CHECK(dtype == DType::f32 || dtype == DType::f64)
+      << "tensors hold float32 or float64, not " << dtype_name(dtype) << " (shape " << shape_str(shape) << ")";
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->dtype = dtype;
@@ -43,7 +45,7 @@ Tensor from_host(const Shape& shape, std::span<const Src> values, DType dtype) {
   FTCC_CHECK(static_cast<std::int64_t>(values.size()) == shape_numel(shape))
       << "from_vector: " << values.size() << " values for shape " << shape_str(shape);
   Tensor t = Tensor::empty(shape, dtype);
-  if (dtype == DType::F32) {
+  if (dtype == DType::f32) {
     float* p = t.data_as<float>();
     for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<float>(values[i]);
   } else {
@@ -184,7 +186,7 @@ void Tensor::copy_(const Tensor& src) const {
   // Conversion goes through the host: it is used for checkpoints and tests, never per step.
   Tensor host = src.device() == Device::CPU ? src : src.to(Device::CPU);
   Tensor conv = empty(shape(), dtype(), Device::CPU);
-  if (dtype() == DType::F32) {
+  if (dtype() == DType::f32) {
     const double* s = host.data_as<double>();
     float* d = conv.data_as<float>();
     for (std::int64_t i = 0; i < numel(); ++i) d[i] = static_cast<float>(s[i]);
@@ -199,12 +201,12 @@ void Tensor::copy_(const Tensor& src) const {
 void Tensor::fill_(double value) const { kern::fill(*this, value); }
 
 std::vector<float> Tensor::to_vector() const {
-  Tensor h = to(Device::CPU).to(DType::F32);
+  Tensor h = to(Device::CPU).to(DType::f32);
   return std::vector<float>(h.data(), h.data() + h.numel());
 }
 
 std::vector<double> Tensor::to_vector_f64() const {
-  Tensor h = to(Device::CPU).to(DType::F64);
+  Tensor h = to(Device::CPU).to(DType::f64);
   const double* p = h.data_as<double>();
   return std::vector<double>(p, p + h.numel());
 }

@@ -32,7 +32,7 @@ struct TensorImpl {
   std::shared_ptr<Storage> storage;
   std::int64_t offset = 0;  // in elements, from the start of storage
   Shape shape;
-  DType dtype = DType::F32;
+  DType dtype = DType::f32;
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;  // leaves only; same shape, dtype and device
   std::shared_ptr<Node> grad_fn;     // set on op outputs that require grad
@@ -44,12 +44,12 @@ class Tensor {
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   // ---- construction -------------------------------------------------------------------------
-  static Tensor empty(const Shape& shape, DType dtype = DType::F32, Device device = Device::CPU);
-  static Tensor zeros(const Shape& shape, DType dtype = DType::F32, Device device = Device::CPU);
-  static Tensor full(const Shape& shape, double value, DType dtype = DType::F32, Device device = Device::CPU);
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::CPU);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::CPU);
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = Device::CPU);
   // Copies `values` (row-major, numel(shape) of them) into a new CPU tensor of the given dtype.
-  static Tensor from_vector(const Shape& shape, std::span<const float> values, DType dtype = DType::F32);
-  static Tensor from_vector(const Shape& shape, std::span<const double> values, DType dtype = DType::F64);
+  static Tensor from_vector(const Shape& shape, std::span<const float> values, DType dtype = DType::f32);
+  static Tensor from_vector(const Shape& shape, std::span<const double> values, DType dtype = DType::f64);
 
   // ---- properties ---------------------------------------------------------------------------
   bool defined() const { return impl_ != nullptr; }

@@ -83,7 +83,7 @@ data::Dataset last_column_is_target(const tensor::Tensor& t, const std::string& 
   FTCC_REQUIRE(t.dim() == 2 && t.size(1) >= 2) << "--dataset '" << path << "': need a 2-D table with at least "
                                              << "two columns (features..., target)";
   const std::int64_t rows = t.size(0), cols = t.size(1);
-  const auto v = t.to(tensor::DType::F32).to_vector();
+  const auto v = t.to(tensor::DType::f32).to_vector();
   std::vector<float> x(static_cast<size_t>(rows * (cols - 1))), y(static_cast<size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t c = 0; c + 1 < cols; ++c) x[r * (cols - 1) + c] = v[r * cols + c];

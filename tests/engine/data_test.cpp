@@ -68,7 +68,7 @@ TEST_F(DataFiles, CsvErrorsSayWhere) {
 }
 
 TEST_F(DataFiles, NpyRoundTripAndErrors) {
-  tensor::Tensor t = test::random_tensor({5, 3}, 1, -1, 1, tensor::DType::F32);
+  tensor::Tensor t = test::random_tensor({5, 3}, 1, -1, 1, tensor::DType::f32);
   std::string p = (dir_ / "t.npy").string();
   write_npy(p, t);
   tensor::Tensor r = read_npy(p);

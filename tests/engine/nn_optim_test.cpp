@@ -177,7 +177,7 @@ TEST(Optimizer, StateDictIsLiveAndLoadable) {
   EXPECT_EQ(sd[0].first, "step");
   EXPECT_EQ(sd[1].first, "0.weight.exp_avg");
   EXPECT_EQ(sd[2].first, "0.weight.exp_avg_sq");
-  Tensor x = test::random_tensor({4, 3}, 1, -1, 1, tensor::DType::F32);
+  Tensor x = test::random_tensor({4, 3}, 1, -1, 1, tensor::DType::f32);
   tensor::sum((*m)(x)).backward();
   a.step();
   EXPECT_EQ(sd[0].second.item(), 1.0);

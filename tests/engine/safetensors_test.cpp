@@ -66,7 +66,7 @@ class Safetensors : public ::testing::Test {
 TEST_F(Safetensors, ModelAndAdamStateRoundTrip) {
   auto model = nn::mlp({5, 4, 3}, nn::Activation::ReLU, 11);
   optim::Adam opt(model->named_parameters(), {});
-  Tensor x = test::random_tensor({6, 5}, 1, -1, 1, tensor::DType::F32);
+  Tensor x = test::random_tensor({6, 5}, 1, -1, 1, tensor::DType::f32);
   for (int i = 0; i < 3; ++i) {
     opt.zero_grad();
     tensor::sum((*model)(x)).backward();

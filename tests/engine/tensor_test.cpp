@@ -2,7 +2,10 @@
 // buffer, no-grad scope), micro-batch gradients adding up to the batch gradient, errors, Philox.
 #include <gtest/gtest.h>
 
+#include <type_traits>
+
 #include "ftcc/base/error.hpp"
+#include "ftcc/comm/types.hpp"
 #include "ftcc/tensor/autograd.hpp"
 #include "ftcc/tensor/ops.hpp"
 #include "ftcc/tensor/random.hpp"
@@ -28,8 +31,8 @@ TEST(Tensor, CloneAndConversionsCopy) {
   Tensor c = t.clone();
   c.fill_(0);
   EXPECT_EQ(t.to_vector(), vals);
-  Tensor d = t.to(DType::F64);
-  EXPECT_EQ(d.dtype(), DType::F64);
+  Tensor d = t.to(DType::f64);
+  EXPECT_EQ(d.dtype(), DType::f64);
   EXPECT_EQ(d.to_vector_f64()[5], 6.0);
 }
 
@@ -44,14 +47,28 @@ TEST(Tensor, ErrorsNameTheProblem) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("[2, 3] x [4, 2]"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(add(Tensor::zeros({2, 3}), Tensor::zeros({2, 3}, DType::F64)), InvalidArgument);
+  EXPECT_THROW(add(Tensor::zeros({2, 3}), Tensor::zeros({2, 3}, DType::f64)), InvalidArgument);
+}
+
+// One DType for comm and tensor (base/dtype.hpp): the integer types exist for the collectives,
+// a tensor refuses them by name.
+TEST(Tensor, RefusesIntegerDtypes) {
+  static_assert(std::is_same_v<DType, comm::DType>);
+  for (DType t : {DType::i32, DType::i64}) {
+    try {
+      Tensor::zeros({2}, t);
+      FAIL() << "a tensor of " << dtype_name(t) << " was made";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(dtype_name(t)), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Autograd, GradientsAccumulateAndZeroGradKeepsTheBuffer) {
-  Tensor w = test::random_tensor({3, 2}, 1, -1, 1, DType::F32);
+  Tensor w = test::random_tensor({3, 2}, 1, -1, 1, DType::f32);
   w.requires_grad_();
   float* gptr = w.grad().data();
-  Tensor x = test::random_tensor({4, 3}, 2, -1, 1, DType::F32);
+  Tensor x = test::random_tensor({4, 3}, 2, -1, 1, DType::f32);
   sum(matmul(x, w)).backward();
   std::vector<float> once = w.grad().to_vector();
   sum(matmul(x, w)).backward();

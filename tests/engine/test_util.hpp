@@ -11,7 +11,7 @@ namespace ftcc::test {
 
 // Uniform in [lo, hi), as float64 (gradient checks) or float32.
 inline tensor::Tensor random_tensor(const tensor::Shape& shape, std::uint64_t seed, double lo = -1.0, double hi = 1.0,
-                                    tensor::DType dtype = tensor::DType::F64) {
+                                    tensor::DType dtype = tensor::DType::f64) {
   tensor::Philox rng(seed, 7);
   std::vector<double> v(static_cast<std::size_t>(tensor::shape_numel(shape)));
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = lo + (hi - lo) * rng.uniform_f64(i);

@@ -39,7 +39,7 @@ TEST(TpShard, ResplitFourThreeTwoRoundTrips) {
   optim::SGD opt(model->named_parameters(), {.lr = 0.1, .momentum = 0.9});
   auto src = full_list(*model, opt);
   for (auto& [name, t] : opt.state_dict())
-    if (t.dtype() == tensor::DType::F32)
+    if (t.dtype() == tensor::DType::f32)
       for (std::int64_t i = 0; i < t.numel(); ++i) t.data()[i] = static_cast<float>(i % 97) * 0.5f;
   const auto want = nn::pack_bytes(src);
   auto other = nn::mlp({8, 64, 12, 64, 3}, nn::Activation::ReLU, 99);
