@@ -58,11 +58,17 @@ struct Reader {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   Reader r{data, size};
   ftcc::train::TrainConfig c;
-  c.parallel = r.pick({"dp", "pp", "tp", "xx"});
-  c.activation = r.pick({"relu", "tanh", "sigmoid", ""});
-  c.optimizer = r.pick({"sgd", "adam", "adamw", "rmsprop"});
-  c.device = r.pick({"cpu", "cuda", "tpu"});
-  c.on_failure = r.pick({"keep-global-batch", "keep-local-batch", "x"});
+  // The choices go through the parser ftcc-train uses (a wrong name is refused there).
+  try {
+    namespace t = ftcc::train;
+    c.parallel = t::parse_choice<t::Parallel>("--parallel", r.pick({"dp", "pp", "tp", "xx"}));
+    c.activation = t::parse_choice<t::Activation>("--activation", r.pick({"relu", "tanh", "sigmoid", ""}));
+    c.optimizer = t::parse_choice<t::OptimizerKind>("--optimizer", r.pick({"sgd", "adam", "adamw", "rmsprop"}));
+    c.device = t::parse_choice<t::Device>("--device", r.pick({"cpu", "cuda", "tpu"}));
+    c.on_failure = t::parse_choice<t::OnFailure>("--on-failure", r.pick({"keep-global-batch", "keep-local-batch", "x"}));
+  } catch (const ftcc::InvalidArgument&) {
+    return 0;
+  }
   const int nl = r.take<std::uint8_t>() % 5;
   for (int i = 0; i < nl; ++i) c.layers.push_back(r.integer());
   c.epochs = r.integer();

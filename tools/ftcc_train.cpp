@@ -28,8 +28,7 @@
 #include "ftcc/recovery/resilient_group.hpp"
 #include "ftcc/recovery/run_job.hpp"
 #include "ftcc/train/dp_trainer.hpp"
-#include "ftcc/train/pp_trainer.hpp"
-#include "ftcc/train/tp_trainer.hpp"
+#include "ftcc/train/mp_driver.hpp"
 #include "ftcc/train/train_config.hpp"
 
 namespace {
@@ -41,18 +40,32 @@ bool first_rank() {
   return !r || std::string(r) == "0";
 }
 
-void add_flags(CLI::App& app, ftcc::train::TrainConfig& c) {
-  app.add_option("--parallel", c.parallel, "dp (data parallel); pp and tp: model parallel")->capture_default_str()
+// The choice flags as given; parse_choices turns them into the config's enums.
+struct ChoiceTexts {
+  std::string parallel = "dp", activation = "relu", optimizer = "sgd", device = "cpu", on_failure = "keep-global-batch";
+};
+
+void parse_choices(const ChoiceTexts& t, ftcc::train::TrainConfig& c) {
+  namespace tr = ftcc::train;
+  c.parallel = tr::parse_choice<tr::Parallel>("--parallel", t.parallel);
+  c.activation = tr::parse_choice<tr::Activation>("--activation", t.activation);
+  c.optimizer = tr::parse_choice<tr::OptimizerKind>("--optimizer", t.optimizer);
+  c.device = tr::parse_choice<tr::Device>("--device", t.device);
+  c.on_failure = tr::parse_choice<tr::OnFailure>("--on-failure", t.on_failure);
+}
+
+void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
+  app.add_option("--parallel", t.parallel, "dp (data parallel); pp and tp: model parallel")->capture_default_str()
       ->check(CLI::IsMember({"dp", "pp", "tp"}));
   app.add_option("--layers", c.layers, "layer widths, input first, output last (e.g. 64,64,10)")->delimiter(',');
-  app.add_option("--activation", c.activation, "relu | tanh | sigmoid")->check(CLI::IsMember({"relu", "tanh", "sigmoid"}))->capture_default_str();
+  app.add_option("--activation", t.activation, "relu | tanh | sigmoid")->check(CLI::IsMember({"relu", "tanh", "sigmoid"}))->capture_default_str();
   app.add_option("--dataset", c.dataset, "diabetes | digits | synthetic:N:IN:OUT | PATH.csv[.gz] | PATH.npy");
   app.add_option("--epochs", c.epochs, "epochs to train (default 10 when --steps is not given)");
   app.add_option("--steps", c.steps, "global steps to train instead of --epochs");
   app.add_option("--batch", c.batch, "global batch size (split over the ranks)")->capture_default_str();
   app.add_option("--micro-batch", c.micro_batch, "micro-batch size: the unit of the data split and of --deterministic")->capture_default_str();
   app.add_option("--lr", c.lr, "learning rate")->capture_default_str();
-  app.add_option("--optimizer", c.optimizer, "sgd | adam | adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
+  app.add_option("--optimizer", t.optimizer, "sgd | adam | adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
   app.add_option("--momentum", c.momentum,
                  "SGD momentum (heavy ball; torch.optim.SGD's default is 0: pass --momentum 0 for plain SGD)")
       ->capture_default_str();
@@ -60,10 +73,10 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c) {
                  "weight decay: L2 for sgd and adam, decoupled for adamw (default 0; 0.01 with --optimizer adamw, "
                  "as torch.optim.AdamW)");
   app.add_option("--seed", c.seed, "seed of the weights, the split and the data order")->capture_default_str();
-  app.add_option("--device", c.device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  app.add_option("--device", t.device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   app.add_flag("--deterministic", c.deterministic,
                "bitwise-identical final weights for any rank count and any failures (exact fixed-point gradient sums)");
-  app.add_option("--on-failure", c.on_failure,
+  app.add_option("--on-failure", t.on_failure,
                  "keep-global-batch (default) | keep-local-batch (global batch shrinks with the world from the next epoch)")
       ->check(CLI::IsMember({"keep-global-batch", "keep-local-batch"}))->capture_default_str();
   app.add_option("--inject", c.inject,
@@ -71,7 +84,10 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c) {
   app.add_option("--hang-timeout", c.hang_timeout_s, "seconds of heartbeat silence before a rank is fenced (0 = off)")->capture_default_str();
   app.add_option("--checkpoint-dir", c.checkpoint_dir, "folder for checkpoints");
   app.add_option("--checkpoint-every", c.checkpoint_every, "write a checkpoint every N steps");
-  app.add_option("--resume", c.resume, "resume from the newest valid checkpoint in this folder");
+  app.add_option("--resume", c.resume, "resume from the newest valid checkpoint in this folder (it must exist)");
+  app.add_option("--init-weights", c.init_weights,
+                 "start from the parameters of this .safetensors file (names 0.weight, 0.bias, 2.weight, ...: nn::mlp's "
+                 "and PyTorch's nn.Sequential's), with fresh optimizer state at step 0");
   app.add_option("--log-json", c.log_json, "append one JSON object per step and per event to this file");
   app.add_option("--metrics-port", c.metrics_port, "serve Prometheus metrics on this port (0 = any free port)");
   app.add_option("--metrics-bind", c.metrics_bind, "address the metrics server binds to")->capture_default_str();
@@ -160,7 +176,8 @@ int main(int argc, char** argv) {
   bool no_fault_tolerance = false;
   double ulfm_timeout_s = 0, progress_timeout_s = 0;  // 0: FTCC_ULFM_TIMEOUT_S or 60 s; off
   CLI::App app{"ftcc-train: training that survives failed ranks (run it under tools/ftcc-run)"};
-  add_flags(app, cfg);
+  ChoiceTexts choices;
+  add_flags(app, cfg, choices);
   app.add_flag("--no-fault-tolerance", no_fault_tolerance,
                "train even when ULFM fault tolerance is off (plain mpirun, or an MPI without ULFM), which is "
                "otherwise refused; a failed rank then ends the job. No effect under tools/ftcc-run");
@@ -191,7 +208,8 @@ int main(int argc, char** argv) {
       throw ftcc::InvalidArgument(std::string(e.what()) + " (see --help)");
     }
     // AdamW's default weight decay is PyTorch's (0.01); "adamw" with none would be plain Adam.
-    if (cfg.optimizer == "adamw" && app.count("--weight-decay") == 0) cfg.weight_decay = 0.01;
+    parse_choices(choices, cfg);
+    if (cfg.optimizer == ftcc::train::OptimizerKind::adamw && app.count("--weight-decay") == 0) cfg.weight_decay = 0.01;
     cfg.validate();
     ft_off = check_fault_tolerance(cfg, no_fault_tolerance);
     if (cfg.hang_timeout_s != 0 && cfg.hang_timeout_s < 0.1)
@@ -227,8 +245,10 @@ int main(int argc, char** argv) {
   // Exit statuses (recovery/job_outcome.hpp): 0 finished, 2 configuration error, 3 quorum lost,
   // 4 job-level error (agreed by every survivor, one line), 1 a rank that left on a deadline.
   return ftcc::recovery::run_job(MPI_COMM_WORLD, go, [&](ftcc::recovery::ResilientGroup& group) {
-    if (cfg.parallel == "pp") ftcc::train::train_pipeline_parallel(cfg, group);
-    else if (cfg.parallel == "tp") ftcc::train::train_tensor_parallel(cfg, group);
-    else ftcc::train::train_data_parallel(cfg, group);
+    switch (cfg.parallel) {
+      case ftcc::train::Parallel::pp: ftcc::train::train_pipeline_parallel(cfg, group); break;
+      case ftcc::train::Parallel::tp: ftcc::train::train_tensor_parallel(cfg, group); break;
+      case ftcc::train::Parallel::dp: ftcc::train::train_data_parallel(cfg, group); break;
+    }
   }, {.name = "ftcc-train"});
 }

@@ -49,30 +49,4 @@ int stage_of(const std::vector<int>& boundaries, int layer) {
   return -1;
 }
 
-RestorePlan plan_restore(const std::vector<std::vector<LayerHolding>>& holdings, int num_layers) {
-  std::set<std::int64_t, std::greater<>> steps;
-  for (const auto& h : holdings)
-    for (const auto& x : h) steps.insert(x.step);
-  RestorePlan best_partial;
-  int best_covered = -1;
-  for (const std::int64_t s : steps) {
-    std::vector<int> holder(static_cast<std::size_t>(num_layers), -1);
-    for (std::size_t r = 0; r < holdings.size(); ++r)
-      for (const auto& x : holdings[r])
-        if (x.step == s && x.layer >= 0 && x.layer < num_layers && holder[static_cast<std::size_t>(x.layer)] < 0)
-          holder[static_cast<std::size_t>(x.layer)] = static_cast<int>(r);
-    const int covered = static_cast<int>(std::count_if(holder.begin(), holder.end(), [](int h) { return h >= 0; }));
-    if (covered == num_layers) return RestorePlan{s, holder, {}};
-    if (covered > best_covered) {
-      best_covered = covered;
-      best_partial = RestorePlan{-1, {}, {}};
-      for (int l = 0; l < num_layers; ++l)
-        if (holder[static_cast<std::size_t>(l)] < 0) best_partial.lost.push_back(l);
-    }
-  }
-  if (best_covered < 0)
-    for (int l = 0; l < num_layers; ++l) best_partial.lost.push_back(l);
-  return best_partial;
-}
-
 }  // namespace ftcc::train

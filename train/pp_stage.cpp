@@ -1,20 +1,11 @@
 #include "ftcc/train/pp_stage.hpp"
 
 #include "ftcc/base/error.hpp"
-#include "ftcc/optim/adam.hpp"
-#include "ftcc/optim/sgd.hpp"
+#include "ftcc/train/run_common.hpp"
 #include "ftcc/tensor/ops.hpp"
 #include "ftcc/tensor/random.hpp"
 
 namespace ftcc::train {
-
-std::unique_ptr<optim::Optimizer> make_stage_optimizer(const TrainConfig& c, const nn::NamedTensors& params) {
-  if (c.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = c.lr, .momentum = c.momentum,
-                                                                   .weight_decay = c.weight_decay});
-  if (c.optimizer == "adamw") return std::make_unique<optim::Adam>(params, optim::adamw_options(c.lr, c.weight_decay));
-  return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = c.lr, .weight_decay = c.weight_decay});
-}
 
 nn::NamedTensors layer_state(const nn::NamedTensors& params, const nn::NamedTensors& opt_state, int layer) {
   const std::string prefix = std::to_string(2 * layer) + ".";
@@ -45,7 +36,7 @@ PipelineStage::PipelineStage(const TrainConfig& cfg, const std::vector<std::int6
     for (auto& [name, t] : lin->named_parameters()) params_.emplace_back(std::to_string(2 * i) + "." + name, t);
     linears_.push_back(std::move(lin));
   }
-  opt_ = make_stage_optimizer(cfg, params_);
+  opt_ = make_optimizer(cfg, params_);
 }
 
 tensor::Tensor PipelineStage::forward(const tensor::Tensor& x) const {
@@ -53,11 +44,7 @@ tensor::Tensor PipelineStage::forward(const tensor::Tensor& x) const {
   tensor::Tensor h = x;
   for (int i = first_; i < last_; ++i) {
     h = (*linears_[static_cast<std::size_t>(i - first_)])(h);
-    if (i + 1 < L) {
-      if (activation_ == "tanh") h = tensor::tanh(h);
-      else if (activation_ == "sigmoid") h = tensor::sigmoid(h);
-      else h = tensor::relu(h);
-    }
+    if (i + 1 < L) h = activate(activation_, h);
   }
   return h;
 }

@@ -24,8 +24,6 @@
 
 namespace ftcc::train {
 
-std::unique_ptr<optim::Optimizer> make_stage_optimizer(const TrainConfig& c, const nn::NamedTensors& params);
-
 // The named tensors of layer i in (params, opt_state); throws when one is missing.
 nn::NamedTensors layer_state(const nn::NamedTensors& params, const nn::NamedTensors& opt_state, int layer);
 
@@ -53,7 +51,7 @@ class PipelineStage {
  private:
   std::vector<std::int64_t> widths_;
   int first_, last_;
-  std::string activation_;
+  Activation activation_;
   std::vector<std::shared_ptr<nn::Linear>> linears_;
   nn::NamedTensors params_;
   std::unique_ptr<optim::Optimizer> opt_;

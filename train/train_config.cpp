@@ -11,12 +11,6 @@
 namespace ftcc::train {
 namespace {
 
-bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {
-  for (const char* a : allowed)
-    if (v == a) return true;
-  return false;
-}
-
 // One row of the field table: every TrainConfig field, its name (the flag without "--"), and
 // whether a --resume may change it. Unsafe: the field changes the model, the data (which samples,
 // in which order), what the checkpoint's data cursor counts, or what the optimizer state means,
@@ -39,33 +33,45 @@ Field field(const char* name, T TrainConfig::*member, bool safe, std::function<b
           [member](TrainConfig& c, const nlohmann::json& j) { c.*member = j.get<T>(); }};
 }
 
+// An enum field is kept as its name (checkpoints written before the enums read the same).
+template <class E>
+Field choice_field(const char* name, E TrainConfig::*member, bool safe,
+                   std::function<bool(const TrainConfig&)> matters = {}) {
+  return {name, safe, std::move(matters),
+          [member](const TrainConfig& c) { return nlohmann::json(choice_name(c.*member)); },
+          [member, name](TrainConfig& c, const nlohmann::json& j) {
+            c.*member = parse_choice<E>(std::string("--") + name, j.get<std::string>());
+          }};
+}
+
 constexpr bool kSafe = true, kUnsafe = false;
 
 // A new TrainConfig field goes here (tests/train/resume_config_test.cpp checks that none is missing).
 const std::vector<Field>& fields() {
   static const std::vector<Field> table{
-      field("parallel", &TrainConfig::parallel, kSafe),  // dp, pp and tp checkpoints are one format: the full model
+      choice_field("parallel", &TrainConfig::parallel, kSafe),  // dp, pp and tp checkpoints are one format: the full model
       field("layers", &TrainConfig::layers, kUnsafe),
-      field("activation", &TrainConfig::activation, kUnsafe),
+      choice_field("activation", &TrainConfig::activation, kUnsafe),
       field("dataset", &TrainConfig::dataset, kUnsafe),
       field("epochs", &TrainConfig::epochs, kSafe),
       field("steps", &TrainConfig::steps, kSafe),
       field("batch", &TrainConfig::batch, kUnsafe),              // the cursor counts batches of this size
       field("micro-batch", &TrainConfig::micro_batch, kUnsafe),  // the split and the --deterministic sum
       field("lr", &TrainConfig::lr, kSafe),
-      field("optimizer", &TrainConfig::optimizer, kUnsafe),      // which state tensors exist
+      choice_field("optimizer", &TrainConfig::optimizer, kUnsafe),      // which state tensors exist
       field("momentum", &TrainConfig::momentum, kUnsafe,         // SGD's momentum buffer (absent at 0)
-            [](const TrainConfig& c) { return c.optimizer == "sgd"; }),
+            [](const TrainConfig& c) { return c.optimizer == OptimizerKind::sgd; }),
       field("weight-decay", &TrainConfig::weight_decay, kSafe),  // applied per step, no state of its own
       field("seed", &TrainConfig::seed, kUnsafe),                // the data order and the held-out split
-      field("device", &TrainConfig::device, kSafe),
+      choice_field("device", &TrainConfig::device, kSafe),
       field("deterministic", &TrainConfig::deterministic, kUnsafe),  // resumed = uninterrupted, bitwise
-      field("on-failure", &TrainConfig::on_failure, kUnsafe),    // keep-local-batch changes the global batch
+      choice_field("on-failure", &TrainConfig::on_failure, kUnsafe),    // keep-local-batch changes the global batch
       field("inject", &TrainConfig::inject, kSafe),
       field("hang-timeout", &TrainConfig::hang_timeout_s, kSafe),
       field("checkpoint-dir", &TrainConfig::checkpoint_dir, kSafe),
       field("checkpoint-every", &TrainConfig::checkpoint_every, kSafe),
       field("resume", &TrainConfig::resume, kSafe),
+      field("init-weights", &TrainConfig::init_weights, kSafe),  // only where a run starts; a resume replaces it
       field("log-json", &TrainConfig::log_json, kSafe),
       field("metrics-port", &TrainConfig::metrics_port, kSafe),
       field("metrics-bind", &TrainConfig::metrics_bind, kSafe),
@@ -96,14 +102,13 @@ std::string shown(const nlohmann::json& v) {
 
 }  // namespace
 
+void refuse_choice(std::string_view flag, std::string_view text, const std::string& expected) {
+  throw ftcc::InvalidArgument(std::string(flag) + " '" + std::string(text) + "': expected " + expected);
+}
+
 void TrainConfig::validate() const {
-  FTCC_REQUIRE(one_of(parallel, {"dp", "pp", "tp"})) << "--parallel '" << parallel << "': expected dp, pp or tp";
-  FTCC_REQUIRE(one_of(activation, {"relu", "tanh", "sigmoid"}))
-      << "--activation '" << activation << "': expected relu, tanh or sigmoid";
-  FTCC_REQUIRE(one_of(optimizer, {"sgd", "adam", "adamw"})) << "--optimizer '" << optimizer << "': expected sgd, adam or adamw";
-  FTCC_REQUIRE(one_of(device, {"cpu", "cuda"})) << "--device '" << device << "': expected cpu or cuda";
-  FTCC_REQUIRE(one_of(on_failure, {"keep-global-batch", "keep-local-batch"}))
-      << "--on-failure '" << on_failure << "': expected keep-global-batch or keep-local-batch";
+  FTCC_REQUIRE(resume.empty() || init_weights.empty())
+      << "--init-weights and --resume exclude each other: a checkpoint holds the weights and the optimizer state";
   FTCC_REQUIRE(epochs >= 0 && steps >= 0) << "--epochs and --steps must be >= 0";
   FTCC_REQUIRE(!(epochs > 0 && steps > 0)) << "give --epochs or --steps, not both";
   FTCC_REQUIRE(batch > 0) << "--batch must be > 0, got " << batch;
@@ -135,13 +140,13 @@ void TrainConfig::validate() const {
 std::string TrainConfig::canonical() const {
   std::ostringstream os;
   os.precision(17);
-  os << "parallel=" << parallel << " layers=";
+  os << "parallel=" << choice_name(parallel) << " layers=";
   for (auto w : layers) os << w << ',';
-  os << " activation=" << activation << " dataset=" << dataset << " epochs=" << epochs << " steps=" << steps
-     << " batch=" << batch << " micro_batch=" << micro_batch << " lr=" << lr << " optimizer=" << optimizer
-     << " momentum=" << momentum << " weight_decay=" << weight_decay << " seed=" << seed << " device=" << device
-     << " deterministic=" << deterministic << " on_failure=" << on_failure << " hang_timeout=" << hang_timeout_s
-     << " checkpoint_every=" << checkpoint_every << " resume=" << resume << " held_out=" << held_out
+  os << " activation=" << choice_name(activation) << " dataset=" << dataset << " epochs=" << epochs << " steps=" << steps
+     << " batch=" << batch << " micro_batch=" << micro_batch << " lr=" << lr << " optimizer=" << choice_name(optimizer)
+     << " momentum=" << momentum << " weight_decay=" << weight_decay << " seed=" << seed << " device=" << choice_name(device)
+     << " deterministic=" << deterministic << " on_failure=" << choice_name(on_failure) << " hang_timeout=" << hang_timeout_s
+     << " checkpoint_every=" << checkpoint_every << " resume=" << resume << " init_weights=" << init_weights << " held_out=" << held_out
      << " bucket_mb=" << bucket_mb << " micro_batches=" << micro_batches << " replicas=" << replicas
      << " replicate_every=" << replicate_every << " inject=";
   for (const auto& s : inject) os << s << ';';

@@ -8,35 +8,95 @@
 // a new field is added there, with its verdict.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
+
+#include "ftcc/nn/sequential.hpp"
+#include "ftcc/tensor/dtype.hpp"
 
 namespace ftcc::train {
 
+// The choices of ftcc-train, parsed into enums once (parse_choice); no string compared past it.
+enum class Parallel : std::uint8_t { dp, pp, tp };
+enum class OptimizerKind : std::uint8_t { sgd, adam, adamw };
+enum class OnFailure : std::uint8_t { keep_global_batch, keep_local_batch };
+using nn::Activation;
+using tensor::Device;
+
+// Each enum's names, as written on the command line and in checkpoints' records.
+template <class E>
+struct Choices;
+template <> struct Choices<Parallel> {
+  static constexpr std::array<std::pair<Parallel, const char*>, 3> names{
+      {{Parallel::dp, "dp"}, {Parallel::pp, "pp"}, {Parallel::tp, "tp"}}};
+};
+template <> struct Choices<OptimizerKind> {
+  static constexpr std::array<std::pair<OptimizerKind, const char*>, 3> names{
+      {{OptimizerKind::sgd, "sgd"}, {OptimizerKind::adam, "adam"}, {OptimizerKind::adamw, "adamw"}}};
+};
+template <> struct Choices<OnFailure> {
+  static constexpr std::array<std::pair<OnFailure, const char*>, 2> names{
+      {{OnFailure::keep_global_batch, "keep-global-batch"}, {OnFailure::keep_local_batch, "keep-local-batch"}}};
+};
+template <> struct Choices<Activation> {
+  static constexpr std::array<std::pair<Activation, const char*>, 3> names{
+      {{Activation::ReLU, "relu"}, {Activation::Tanh, "tanh"}, {Activation::Sigmoid, "sigmoid"}}};
+};
+template <> struct Choices<Device> {
+  static constexpr std::array<std::pair<Device, const char*>, 2> names{{{Device::CPU, "cpu"}, {Device::CUDA, "cuda"}}};
+};
+
+template <class E>
+const char* choice_name(E e) {
+  for (const auto& [v, n] : Choices<E>::names)
+    if (v == e) return n;
+  return "?";
+}
+// "dp, pp or tp"
+template <class E>
+std::string choice_list() {
+  std::string out;
+  for (std::size_t i = 0; i < Choices<E>::names.size(); ++i)
+    out += std::string(i == 0 ? "" : i + 1 == Choices<E>::names.size() ? " or " : ", ") + Choices<E>::names[i].second;
+  return out;
+}
+// Throws ftcc::InvalidArgument "--parallel 'xx': expected dp, pp or tp".
+[[noreturn]] void refuse_choice(std::string_view flag, std::string_view text, const std::string& expected);
+template <class E>
+E parse_choice(std::string_view flag, std::string_view text) {
+  for (const auto& [v, n] : Choices<E>::names)
+    if (text == n) return v;
+  refuse_choice(flag, text, choice_list<E>());
+}
+
 struct TrainConfig {
-  std::string parallel = "dp";                // dp | pp | tp
+  Parallel parallel = Parallel::dp;
   std::vector<std::int64_t> layers;           // widths; empty = {features, 64, targets}
-  std::string activation = "relu";            // relu | tanh | sigmoid
+  Activation activation = Activation::ReLU;
   std::string dataset = "digits";             // diabetes | digits | synthetic:N:IN:OUT | PATH.csv[.gz] | PATH.npy
   std::int64_t epochs = 0;                    // one of epochs / steps; both 0 = 10 epochs
   std::int64_t steps = 0;
   std::int64_t batch = 64;                    // global batch
   std::int64_t micro_batch = 8;               // micro-batch of the data split (and of --deterministic)
   double lr = 0.05;
-  std::string optimizer = "sgd";              // sgd | adam | adamw
+  OptimizerKind optimizer = OptimizerKind::sgd;
   double momentum = 0.9;
   double weight_decay = 0.0;
   std::uint64_t seed = 42;
-  std::string device = "cpu";                 // cpu | cuda
+  Device device = Device::CPU;
   bool deterministic = false;
-  std::string on_failure = "keep-global-batch";  // keep-global-batch | keep-local-batch
+  OnFailure on_failure = OnFailure::keep_global_batch;
   std::vector<std::string> inject;            // fault specs (recovery/fault_spec.hpp)
   double hang_timeout_s = 30;                 // 0 = no heartbeat
   std::string checkpoint_dir;
   std::int64_t checkpoint_every = 0;
   std::string resume;                         // checkpoint folder to resume from
+  std::string init_weights;                   // .safetensors of parameters to start from (fresh optimizer)
   std::string log_json;
   int metrics_port = -1;                      // < 0: off; 0: any free port
   std::string metrics_bind = "127.0.0.1";

@@ -85,33 +85,3 @@ TEST(Partition, OneRankPerLayerAndRejectsTooManyRanks) {
   EXPECT_THROW(partition_layers(cost, 4), ftcc::Error);
 }
 
-TEST(RestorePlan, NewestCompleteStepWins) {
-  // 4 layers; old stages rank0:{0}, rank1:{1}, rank2:{2}, rank3:{3}; rank 2 died. Survivors (new
-  // ranks 0,1,2 = old 0,1,3) hold their own layers at steps 8 and 10; rank 3 (new 2) holds old
-  // rank 2's layer 2 as a replica only at step 8 (the step-10 copy never arrived).
-  std::vector<std::vector<LayerHolding>> h = {
-      {{0, 8}, {0, 10}, {3, 8}, {3, 10}},  // old rank 0 also holds old rank 3's layer (ring)
-      {{1, 8}, {1, 10}, {0, 8}, {0, 10}},
-      {{3, 8}, {3, 10}, {2, 8}},
-  };
-  auto plan = plan_restore(h, 4);
-  EXPECT_EQ(plan.step, 8);
-  EXPECT_EQ(plan.holder, (std::vector<int>{0, 1, 2, 0}));
-  h[2].push_back({2, 10});
-  plan = plan_restore(h, 4);
-  EXPECT_EQ(plan.step, 10);
-  EXPECT_TRUE(plan.lost.empty());
-}
-
-TEST(RestorePlan, RankAndBuddyLostNamesTheLayers) {
-  // 7 layers over 4 ranks (0-1, 2-3, 4-5, 6); ranks 1 and 2 died: layers 2-3 (rank 1's) were
-  // replicated only on rank 2.
-  std::vector<std::vector<LayerHolding>> h = {
-      {{0, 4}, {1, 4}, {6, 4}},
-      {{6, 4}, {4, 4}, {5, 4}},
-  };
-  auto plan = plan_restore(h, 7);
-  EXPECT_EQ(plan.step, -1);
-  EXPECT_EQ(plan.lost, (std::vector<int>{2, 3}));
-  EXPECT_EQ(plan_restore({{}, {}}, 2).lost, (std::vector<int>{0, 1}));
-}

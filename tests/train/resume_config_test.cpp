@@ -42,27 +42,28 @@ constexpr std::size_t member_count() {
 // Every field set to a value that is not its default.
 TrainConfig non_default() {
   TrainConfig c;
-  c.parallel = "pp";
+  c.parallel = Parallel::pp;
   c.layers = {64, 32, 10};
-  c.activation = "tanh";
+  c.activation = Activation::Tanh;
   c.dataset = "diabetes";
   c.epochs = 5;  // both set: validate() would refuse, the table does not care
   c.steps = 77;
   c.batch = 16;
   c.micro_batch = 4;
   c.lr = 0.125;
-  c.optimizer = "adam";
+  c.optimizer = OptimizerKind::adam;
   c.momentum = 0.5;
   c.weight_decay = 0.01;
   c.seed = 7;
-  c.device = "cuda";
+  c.device = Device::CUDA;
   c.deterministic = true;
-  c.on_failure = "keep-local-batch";
+  c.on_failure = OnFailure::keep_local_batch;
   c.inject = {"kill:rank=1:step=3"};
   c.hang_timeout_s = 5;
   c.checkpoint_dir = "ck2";
   c.checkpoint_every = 3;
   c.resume = "ck";
+  c.init_weights = "w.safetensors";
   c.log_json = "run.jsonl";
   c.metrics_port = 9100;
   c.metrics_bind = "0.0.0.0";
@@ -110,6 +111,15 @@ TEST(ResumeConfig, AbsentFieldsKeepTheirDefaultsUnknownAreIgnored) {
   expected.batch = 32;
   EXPECT_TRUE(config_differences(c, expected).empty());
   EXPECT_THROW(TrainConfig::from_json({{"batch", "thirty-two"}}), nlohmann::json::exception);
+  // The choices are enums: a record names them as the flags do, and a name no flag takes is refused.
+  EXPECT_EQ(TrainConfig::from_json({{"parallel", "tp"}, {"optimizer", "adamw"}}).optimizer, OptimizerKind::adamw);
+  EXPECT_EQ(non_default().to_json()["on-failure"], "keep-local-batch");
+  try {
+    TrainConfig::from_json({{"parallel", "xx"}});
+    FAIL() << "an unknown --parallel was accepted";
+  } catch (const ftcc::InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "--parallel 'xx': expected dp, pp or tp");
+  }
 }
 
 TEST(ResumeConfig, RefusalNamesEveryUnsafeFieldWithBothValues) {
@@ -131,7 +141,7 @@ TEST(ResumeConfig, Classification) {
                                            "held-out"};
   const std::vector<std::string> safe = {"parallel",       "epochs",   "steps",        "lr",           "weight-decay",
                                          "device",         "inject",   "hang-timeout", "checkpoint-dir",
-                                         "checkpoint-every", "resume", "log-json",     "metrics-port", "metrics-bind",
+                                         "checkpoint-every", "resume", "init-weights", "log-json",     "metrics-port", "metrics-bind",
                                          "quiet",          "log-every", "bucket-mb",   "micro-batches", "replicas",
                                          "replicate-every"};
   const auto d = by_field(config_differences(base, non_default()));
@@ -153,7 +163,7 @@ TEST(ResumeConfig, SafeChangesAreAccepted) {
   saved.checkpoint_every = 10;
   saved.epochs = 3;
   TrainConfig now;
-  now.parallel = "pp";
+  now.parallel = Parallel::pp;
   now.steps = 60;
   now.lr = 0.01;
   now.resume = "ck";
@@ -170,7 +180,7 @@ TEST(ResumeConfig, MomentumMattersOnlyToSgd) {
   TrainConfig saved, now;
   now.momentum = 0.5;
   EXPECT_EQ(resume_refusal(saved, now).rfind("momentum 0.9 (checkpoint) vs 0.5 (now);", 0), 0u);
-  saved.optimizer = now.optimizer = "adam";
+  saved.optimizer = now.optimizer = OptimizerKind::adam;
   EXPECT_EQ(resume_refusal(saved, now), "");
 }
 

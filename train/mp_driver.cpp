@@ -1,0 +1,358 @@
+#include "ftcc/train/mp_driver.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/errors.hpp"
+#include "ftcc/data/sampler.hpp"
+#include "ftcc/train/checkpoint_store.hpp"
+#include "ftcc/train/pp_strategy.hpp"
+#include "ftcc/train/progress_reporter.hpp"
+#include "ftcc/train/run_log.hpp"
+#include "ftcc/train/tp_strategy.hpp"
+
+namespace ftcc::train {
+namespace {
+
+namespace fc = ftcc::comm;
+using Clock = std::chrono::steady_clock;
+
+// User tags (< comm::Communicator::kMaxUserTag); the strategies use tags below 16.
+constexpr int kGatherTag = 16, kScatterTag = 17, kRestoreSizeTag = 18, kRestoreTag = 19, kReplicaSizeTag = 3000,
+              kReplicaTag = 3100;
+
+std::string joined(const std::vector<int>& v) {
+  std::ostringstream os;
+  for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  return os.str();
+}
+
+class Driver {
+ public:
+  Driver(const TrainConfig& cfg, recovery::ResilientGroup& g, const StrategyFactory& make)
+      : cfg_(cfg), g_(g), t_start_(Clock::now()), cfg_hash_(validated_hash(cfg, g)),
+        td_(load_training_data(cfg.dataset, cfg.seed, cfg.held_out)),
+        widths_(model_widths(cfg.layers, td_, cfg.dataset)),
+        s_(make(cfg, widths_, td_)),
+        sampler_({.num_samples = td_.train.size(), .global_batch = cfg.batch, .seed = cfg.seed,
+                  .micro_batch = std::min(cfg.micro_batch, cfg.batch)}),
+        log_(cfg, g, sampler_.steps_per_epoch()) {
+    s_->validate(g.size());
+    if (!cfg.checkpoint_dir.empty()) ckpt_ = std::make_unique<CheckpointStore>(cfg.checkpoint_dir, cfg, widths_);
+  }
+
+  TrainSummary run() {
+    start();
+    ProgressReporter report(cfg_, g_, log_);
+    g_.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) { recover(grp, ev); });
+    double last_loss = 0;
+    FinalMetrics final;
+    for (;;) {
+      try {
+        if (done()) {
+          // Every survivor done? After a recovery the restored state may need steps again.
+          if (!g_.all_finished()) continue;
+          // A failure while gathering is recovered like any other (the steps after the restored
+          // copy are then redone).
+          fc::Communicator& c = g_.comm();
+          gather_full(c);
+          final = final_metrics(c, c.rank() == 0 ? full_.model.get() : nullptr, td_.train, td_.test,
+                                td_.classification);
+          break;
+        }
+        g_.begin_step(p_.step);
+        last_loss = train_step(g_.comm(), report);
+      } catch (const fc::FaultDetected& e) {
+        pins_.abandoned();
+        report.recovered(g_.recover(p_.step, e.what()));
+        continue;
+      }
+      report.step_done(p_.step, p_.cursor.epoch, last_loss, p_.samples_seen);
+    }
+    TrainSummary sum = TrainSummary::of_run(final.train_mse, last_loss, td_.classification, final.eval, p_.step,
+                                            p_.cursor.epoch, g_.initial_size(), g_, p_.tally(),
+                                            sampler_.expected_tally(p_.cursor), to_hex(final.digest), t_start_);
+    sum.step_samples_per_s = report.steady_samples_per_s();
+    if (!cfg_.quiet)
+      log_.note(std::string(s_->name()) + ": state " + std::to_string(s_->state_bytes()) +
+                " B, replica/snapshot store " + std::to_string(store_.bytes()) + " B on rank 0");
+    log_.finish(sum.to_json());
+    return sum;
+  }
+
+ private:
+  static Digest validated_hash(const TrainConfig& cfg, recovery::ResilientGroup& g) {
+    cfg.validate();
+    const char* mode = choice_name(cfg.parallel);
+    FTCC_CHECK(cfg.parallel != Parallel::dp) << "train_model_parallel called with --parallel dp";
+    FTCC_REQUIRE(cfg.device == Device::CPU) << "--parallel " << mode << ": only --device cpu is supported in this version";
+    FTCC_REQUIRE(!cfg.deterministic) << "--parallel " << mode << ": --deterministic is not supported (use --parallel dp)";
+    FTCC_REQUIRE(cfg.on_failure == OnFailure::keep_global_batch)
+        << "--parallel " << mode << ": only --on-failure keep-global-batch";
+    return check_same_config(cfg, g.comm(), g.members());
+  }
+
+  bool done() const {
+    return cfg_.steps > 0 ? p_.step >= cfg_.steps : p_.cursor.epoch >= (cfg_.epochs > 0 ? cfg_.epochs : 10);
+  }
+
+  // The full model, on rank 0 only (checkpoints, the final metrics), built when first needed.
+  FullModel& full() {
+    if (!full_.model) full_ = make_full_model(cfg_, widths_);
+    return full_;
+  }
+
+  void start() {
+    fc::Communicator& c = g_.comm();
+    s_->build(c.size(), c.rank());
+    if (!cfg_.resume.empty()) {
+      FTCC_REQUIRE(restore_checkpoint(c, cfg_.resume, "--resume"))
+          << "--resume '" << cfg_.resume << "': no valid checkpoint found there";
+      log_.note("resumed from " + start_path_ + " (step " + std::to_string(p_.step) + ")");
+    } else if (!cfg_.init_weights.empty()) {
+      load_init_weights_on_rank0(c, cfg_, c.rank() == 0 ? full().model.get() : nullptr);
+      scatter_full(c);
+      log_.note("initial weights from " + cfg_.init_weights + " (fresh optimizer state)");
+    }
+    g_.set_committed_step(p_.step - 1);
+    replicate(c);
+    pins_.completed();
+  }
+
+  // One step; returns the step's loss. Commit point: the allreduce of the loss, the non-finite
+  // verdicts and the rows fed, after which every rank takes its optimizer step.
+  double train_step(fc::Communicator& c, ProgressReporter& report) {
+    const auto ids = sampler_.batch(p_.cursor);
+    const StepShare share = s_->step(c, ids, p_.cursor.epoch, pins_);
+    double stats[2 + data::SampleTally::kDoubles] = {share.loss, share.gradients_finite ? 0.0 : 1.0};
+    share.fed.to_doubles(stats + 2);
+    fc::allreduce(c, fc::kInPlace, stats, std::size(stats), fc::DType::f64, fc::ReduceOp::sum);
+    require_finite(stats[0], stats[1] == 0.0, p_.step, cfg_);
+    const auto tally = data::SampleTally::from_doubles(stats + 2);
+    FTCC_CHECK(tally.count == static_cast<std::int64_t>(ids.size()))
+        << s_->name() << ": step " << p_.step << " fed " << tally.count << " rows, the batch has " << ids.size();
+    s_->apply();
+    p_.add(tally);
+    report.add_samples(tally.count);
+    p_.cursor = sampler_.next(p_.cursor);
+    ++p_.step;
+    g_.set_committed_step(p_.step - 1);
+    if (p_.step % cfg_.replicate_every == 0) replicate(c);
+    if (ckpt_ && cfg_.checkpoint_every > 0 && p_.step % cfg_.checkpoint_every == 0) {
+      gather_full(c);
+      if (c.rank() == 0) {
+        CheckpointInfo info{p_.step, p_.cursor.epoch, p_.cursor.step, p_.samples_seen, c.size(), cfg_.seed,
+                            to_hex(cfg_hash_), ""};
+        info.samples_digest = p_.samples_digest;
+        log_.checkpoint(p_.step, ckpt_->save(info, *full_.model, *full_.opt));
+      }
+    }
+    pins_.completed();
+    return stats[0];
+  }
+
+  // Snapshot this rank's units at the current step and send them to the next K ranks (ring).
+  void replicate(fc::Communicator& c) {
+    const int n = c.size(), me = c.rank();
+    recorded_[p_.step] = p_;
+    Bytes& mine = *pins_.keep(std::make_shared<Bytes>());
+    auto& sizes = *pins_.keep(std::make_shared<std::vector<std::int64_t>>());
+    for (const UnitKey& u : s_->units_of(n, me)) {
+      Bytes b = s_->pack(u);
+      sizes.push_back(static_cast<std::int64_t>(b.size()));
+      mine.insert(mine.end(), b.begin(), b.end());
+      store_.put(p_.step, u, std::move(b));
+    }
+    const int k = std::min(cfg_.replicas, n - 1);
+    for (int j = 1; j <= k; ++j) {
+      const int dst = (me + j) % n, src = (me - j + n) % n;
+      const auto theirs = s_->units_of(n, src);
+      auto& their_sizes = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(theirs.size()));
+      auto s1 = c.isend(sizes.data(), sizes.size(), fc::DType::i64, dst, kReplicaSizeTag + j);
+      auto s2 = isend_bytes(c, mine, dst, kReplicaTag + j);
+      c.recv(their_sizes.data(), their_sizes.size(), fc::DType::i64, src, kReplicaSizeTag + j);
+      std::int64_t total = 0;
+      for (auto s : their_sizes) total += s;
+      Bytes& payload = pins_.bytes(static_cast<std::size_t>(total));
+      recv_bytes(c, payload, src, kReplicaTag + j);
+      s1.wait();
+      s2.wait();
+      std::size_t off = 0;
+      for (std::size_t i = 0; i < theirs.size(); ++i) {
+        const auto sz = static_cast<std::size_t>(their_sizes[i]);
+        store_.put(p_.step, theirs[i], Bytes(payload.begin() + static_cast<std::ptrdiff_t>(off),
+                                             payload.begin() + static_cast<std::ptrdiff_t>(off + sz)));
+        off += sz;
+      }
+    }
+    store_.keep_newest(2);
+    const std::int64_t oldest = store_.oldest();
+    std::erase_if(recorded_, [&](const auto& e) { return e.first < oldest; });
+  }
+
+  // Every rank's units into rank 0's full model.
+  void gather_full(fc::Communicator& c) {
+    if (c.rank() == 0) {
+      FullModel& f = full();
+      for (int r = 0; r < c.size(); ++r)
+        for (const UnitKey& u : s_->units_of(c.size(), r)) {
+          if (r == 0) {
+            s_->unit_to_full(f, u, s_->pack(u));
+            continue;
+          }
+          Bytes& b = pins_.bytes(s_->full_unit_bytes(f, u));
+          recv_bytes(c, b, r, kGatherTag);
+          s_->unit_to_full(f, u, b);
+        }
+    } else {
+      for (const UnitKey& u : s_->units_of(c.size(), c.rank()))
+        send_bytes(c, *pins_.keep(std::make_shared<Bytes>(s_->pack(u))), 0, kGatherTag);
+    }
+  }
+
+  // Rank 0's full model to the ranks that own each unit.
+  void scatter_full(fc::Communicator& c) {
+    if (c.rank() == 0) {
+      for (int r = 0; r < c.size(); ++r)
+        for (const UnitKey& u : s_->units_of(c.size(), r)) {
+          Bytes& b = *pins_.keep(std::make_shared<Bytes>(s_->unit_from_full(full_, u)));
+          if (r == 0) s_->unpack(u, b);
+          else send_bytes(c, b, r, kScatterTag);
+        }
+    } else {
+      for (const UnitKey& u : s_->units_of(c.size(), c.rank())) {
+        Bytes& b = pins_.bytes(s_->unit_bytes(u));
+        recv_bytes(c, b, 0, kScatterTag);
+        s_->unpack(u, b);
+      }
+    }
+  }
+
+  // Rank 0 loads the newest valid checkpoint of `dir`, every rank gets its units and the progress.
+  // False when there is none.
+  bool restore_checkpoint(fc::Communicator& c, const std::string& dir, const char* flag) {
+    if (c.rank() == 0) full();
+    auto at = load_checkpoint_on_rank0(c, dir, flag, cfg_, widths_, log_, full_.model.get(), full_.opt.get());
+    if (!at) return false;
+    scatter_full(c);
+    p_ = at->progress;
+    start_path_ = at->path;
+    return true;
+  }
+
+  // The recovery hook: rebuild every rank's part at the newest step of which a complete copy
+  // survives (or from the newest checkpoint), then refresh the replicas.
+  void recover(recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) {
+    pins_.abandoned();  // the buffers of the interrupted step (or of an interrupted earlier try)
+    fc::Communicator& c = grp.comm();
+    const int n = c.size(), me = c.rank();
+    s_->validate(n);
+    const int units_now = s_->units_of(n, 0).empty() ? 0 : s_->units_of(n, 0).front().of;
+    const RestorePlan plan = plan_restore(gather_holdings(c, store_), units_now);
+    const std::string failed = joined(ev.failed);
+    if (plan.step >= 0) {
+      std::map<int, Bytes> units = move_units(c, plan);
+      // The cursor, samples seen and digest recorded at that step (checked equal on every survivor).
+      const auto at = recorded_.find(plan.step);
+      const TrainProgress restored = agree_progress(c, at == recorded_.end() ? nullptr : &at->second, plan.step);
+      s_->rebuild(n, me, plan.of, units);
+      store_.drop_after(plan.step);
+      recorded_.erase(recorded_.upper_bound(plan.step), recorded_.end());
+      p_ = restored;
+      log_.note(std::string(s_->name()) + ": lost rank(s) " + failed + "; " + std::to_string(plan.of) + " " +
+                s_->regroup_name() + " over " + std::to_string(n) + " ranks from in-memory copies, rolled back to step " +
+                std::to_string(plan.step));
+    } else {
+      std::string what = std::string(s_->name()) + ": " + s_->units_name() + " " + joined(plan.lost) +
+                         " were held only by the failed rank(s) " + failed + " (own copy and all " +
+                         std::to_string(cfg_.replicas) + " buddy replica(s)): no in-memory copy left";
+      s_->build(n, me);
+      if (!ckpt_ || !restore_checkpoint(c, cfg_.checkpoint_dir, "checkpoint")) {
+        what += ckpt_ ? "; no valid checkpoint in '" + cfg_.checkpoint_dir + "' to fall back to: training state lost, stopping"
+                      : "; no --checkpoint-dir to fall back to: training state lost, stopping";
+        log_.note(what);
+        throw TrainingStateLost(what);
+      }
+      store_.clear();
+      recorded_.clear();
+      log_.note(what + "; FALLING BACK TO CHECKPOINT " + start_path_ + " (step " + std::to_string(p_.step) + ")");
+    }
+    grp.set_committed_step(p_.step - 1);
+    replicate(c);
+  }
+
+  // Each unit of the plan from its holder to every rank of the new split that needs it (sizes
+  // first, then the bytes; one tag, so MPI's ordering pairs them). Returns this rank's.
+  std::map<int, Bytes> move_units(fc::Communicator& c, const RestorePlan& plan) {
+    const int n = c.size(), me = c.rank();
+    std::vector<std::vector<int>> needs(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) needs[static_cast<std::size_t>(r)] = s_->restore_units(plan.of, n, r);
+    std::vector<fc::P2PRequest> sends;
+    for (int u = 0; u < plan.of; ++u) {
+      if (plan.holder[static_cast<std::size_t>(u)] != me) continue;
+      const Bytes& b = *pins_.keep(store_.get(plan.step, {u, plan.of}));
+      auto size = pins_.keep(std::make_shared<std::int64_t>(static_cast<std::int64_t>(b.size())));
+      for (int r = 0; r < n; ++r) {
+        const auto& need = needs[static_cast<std::size_t>(r)];
+        if (r == me || std::find(need.begin(), need.end(), u) == need.end()) continue;
+        sends.push_back(c.isend(size.get(), 1, fc::DType::i64, r, kRestoreSizeTag));
+        sends.push_back(isend_bytes(c, b, r, kRestoreTag));
+      }
+    }
+    std::map<int, Bytes> mine;
+    for (int u : needs[static_cast<std::size_t>(me)]) {
+      const int h = plan.holder[static_cast<std::size_t>(u)];
+      if (h == me) {
+        mine[u] = *store_.get(plan.step, {u, plan.of});
+        continue;
+      }
+      auto size = pins_.keep(std::make_shared<std::int64_t>(0));
+      c.recv(size.get(), 1, fc::DType::i64, h, kRestoreSizeTag);
+      Bytes& b = pins_.bytes(static_cast<std::size_t>(*size));
+      recv_bytes(c, b, h, kRestoreTag);
+      mine[u] = b;
+    }
+    for (auto& r : sends) r.wait();
+    return mine;
+  }
+
+  const TrainConfig& cfg_;
+  recovery::ResilientGroup& g_;
+  Clock::time_point t_start_;
+  Digest cfg_hash_;
+  TrainingData td_;
+  std::vector<std::int64_t> widths_;
+  std::unique_ptr<ModelParallelStrategy> s_;
+  data::DistributedSampler sampler_;
+  RunLog log_;
+  std::unique_ptr<CheckpointStore> ckpt_;
+  TrainProgress p_;
+  std::map<std::int64_t, TrainProgress> recorded_;  // the progress at each step the store holds
+  ReplicaStore store_;
+  Pins pins_;
+  FullModel full_;  // rank 0 only
+  std::string start_path_;
+};
+
+}  // namespace
+
+TrainSummary train_model_parallel(const TrainConfig& cfg, recovery::ResilientGroup& group, const StrategyFactory& make) {
+  return Driver(cfg, group, make).run();
+}
+
+TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::ResilientGroup& group) {
+  FTCC_CHECK(cfg.parallel == Parallel::pp) << "train_pipeline_parallel called with --parallel " << choice_name(cfg.parallel);
+  return train_model_parallel(cfg, group, make_pipeline_strategy);
+}
+
+TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGroup& group) {
+  FTCC_CHECK(cfg.parallel == Parallel::tp) << "train_tensor_parallel called with --parallel " << choice_name(cfg.parallel);
+  return train_model_parallel(cfg, group, make_tensor_strategy);
+}
+
+}  // namespace ftcc::train

@@ -1,0 +1,78 @@
+// train/mp_strategy.hpp: what a model-parallel scheme tells the driver (train/mp_driver.hpp).
+//
+// The driver owns the loop, the data, the progress, the replicas, recovery, checkpoints and the
+// summary; a strategy owns this rank's part of the model and says how it is cut, trained and
+// moved. The model is cut into units (train/replica_store.hpp: UnitKey{index, of}); a split over
+// n ranks gives rank r the units units_of(n, r). Parts of the contract:
+//  - build(n, r): this rank's part for the split (n, r), initialised as nn::mlp(widths, seed)
+//    initialises the whole model, so the parts of a fresh run together are the single-process model.
+//  - pack/unpack/unit_bytes: only for units this rank owns (units_of(n, r) of its last build).
+//  - The full model (FullModel, train/run_common.hpp: what checkpoints hold) is read and written
+//    unit by unit with full_unit_bytes/unit_to_full/unit_from_full, for any unit of any split.
+//  - restore_units(of, n, r): which units of a split into `of` rank r of the new split (n, r) needs
+//    to rebuild its part after a failure; rebuild(n, r, units) then builds it from their bytes.
+//  - step(): one training step (forward and backward) on the global batch `ids` of epoch `epoch`;
+//    point-to-point buffers go to `pins` (train/pinned_buffers.hpp). The returned loss and tally are
+//    this rank's shares: summed over the ranks they are the step's loss and the rows fed once.
+//    apply() then takes the optimizer step (after the driver's commit checks).
+// Errors: validate() throws ftcc::InvalidArgument naming the flag; anything else ftcc::Error.
+// Communication errors (comm::FaultDetected) pass through to the driver, which recovers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ftcc/comm/communicator.hpp"
+#include "ftcc/data/sampler.hpp"
+#include "ftcc/train/pinned_buffers.hpp"
+#include "ftcc/train/replica_store.hpp"
+#include "ftcc/train/run_common.hpp"
+#include "ftcc/train/training_data.hpp"
+
+namespace ftcc::train {
+
+// One step's result on this rank (its shares, see above).
+struct StepShare {
+  double loss = 0;
+  bool gradients_finite = true;
+  data::SampleTally fed;
+};
+
+class ModelParallelStrategy {
+ public:
+  virtual ~ModelParallelStrategy() = default;
+
+  // "pp", "tp": the log's prefix and the flags' --parallel value.
+  virtual const char* name() const = 0;
+  // How the log names a list of units ("layers", "shard(s)") and what a re-split does to them
+  // ("layers re-partitioned", "shards re-split").
+  virtual const char* units_name() const = 0;
+  virtual const char* regroup_name() const = 0;
+  // Throws ftcc::InvalidArgument when the model cannot be cut over n ranks (naming the flags).
+  virtual void validate(int n) const = 0;
+  // The units of a model that a split over n ranks gives rank r.
+  virtual std::vector<UnitKey> units_of(int n, int r) const = 0;
+
+  virtual void build(int n, int r) = 0;
+  virtual Bytes pack(UnitKey u) const = 0;
+  virtual void unpack(UnitKey u, std::span<const std::byte> bytes) = 0;
+  virtual std::size_t unit_bytes(UnitKey u) const = 0;
+  // Parameter and optimizer bytes this rank holds.
+  virtual std::size_t state_bytes() const = 0;
+
+  virtual std::size_t full_unit_bytes(const FullModel& full, UnitKey u) const = 0;
+  virtual void unit_to_full(FullModel& full, UnitKey u, std::span<const std::byte> bytes) const = 0;
+  virtual Bytes unit_from_full(const FullModel& full, UnitKey u) const = 0;
+
+  virtual std::vector<int> restore_units(int of, int n, int r) const = 0;
+  virtual void rebuild(int n, int r, int of, const std::map<int, Bytes>& units) = 0;
+
+  virtual StepShare step(comm::Communicator& c, const std::vector<std::int64_t>& ids, std::int64_t epoch,
+                         Pins& pins) = 0;
+  virtual void apply() = 0;
+};
+
+}  // namespace ftcc::train

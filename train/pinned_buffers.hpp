@@ -1,0 +1,49 @@
+// train/pinned_buffers.hpp: byte buffers of the model-parallel trainers' point-to-point traffic,
+// kept alive across interrupted operations.
+//
+// After a fault, a send or receive that comm abandoned may still be read or written by MPI during
+// the recovery, so the memory of an interrupted step is never freed (a bounded leak per failure);
+// the buffers of a completed step are released.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "ftcc/comm/communicator.hpp"
+#include "ftcc/tensor/tensor.hpp"
+
+namespace ftcc::train {
+
+using Bytes = std::vector<std::byte>;
+
+class Pins {
+ public:
+  template <class T>
+  std::shared_ptr<T> keep(std::shared_ptr<T> p) {
+    live_.push_back(p);
+    return p;
+  }
+  const tensor::Tensor& keep(const tensor::Tensor& t) {
+    live_.push_back(std::make_shared<tensor::Tensor>(t));
+    return t;
+  }
+  // A new pinned buffer of n bytes.
+  Bytes& bytes(std::size_t n) { return *keep(std::make_shared<Bytes>(n)); }
+  void completed() { live_.clear(); }
+  void abandoned() {
+    for (auto& p : live_) dead_.push_back(std::move(p));
+    live_.clear();
+  }
+
+ private:
+  std::vector<std::shared_ptr<const void>> live_, dead_;
+};
+
+// Packed state bytes (a multiple of 4) as int32 words. Throws ftcc::Error otherwise.
+void send_bytes(comm::Communicator& c, const Bytes& b, int peer, int tag);
+void recv_bytes(comm::Communicator& c, Bytes& b, int peer, int tag);
+comm::P2PRequest isend_bytes(comm::Communicator& c, const Bytes& b, int peer, int tag);
+comm::P2PRequest irecv_bytes(comm::Communicator& c, Bytes& b, int peer, int tag);
+
+}  // namespace ftcc::train

@@ -1,0 +1,145 @@
+#include "ftcc/train/pp_strategy.hpp"
+
+#include <algorithm>
+
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/tensor/autograd.hpp"
+#include "ftcc/tensor/ops.hpp"
+#include "ftcc/train/gradient_reducer.hpp"
+#include "ftcc/train/partition.hpp"
+#include "ftcc/train/pp_stage.hpp"
+
+namespace ftcc::train {
+namespace {
+
+namespace fc = ftcc::comm;
+
+constexpr int kForwardTag = 1, kBackwardTag = 2;
+
+class PipelineStrategy final : public ModelParallelStrategy {
+ public:
+  PipelineStrategy(const TrainConfig& cfg, const std::vector<std::int64_t>& widths, const TrainingData& td)
+      : cfg_(cfg), widths_(widths), td_(td), L_(static_cast<int>(widths.size()) - 1), costs_(layer_costs(widths)) {}
+
+  const char* name() const override { return "pp"; }
+  const char* units_name() const override { return "layers"; }
+  const char* regroup_name() const override { return "layers re-partitioned"; }
+
+  void validate(int n) const override {
+    FTCC_REQUIRE(n <= L_) << "--parallel pp on " << n << " ranks needs at least " << n << " layers; --layers gives "
+                          << L_ << " (one stage per rank, a stage is at least one Linear+activation)";
+  }
+
+  std::vector<UnitKey> units_of(int n, int r) const override {
+    const auto b = partition_layers(costs_, n);
+    std::vector<UnitKey> out;
+    for (int l = b[static_cast<std::size_t>(r)]; l < b[static_cast<std::size_t>(r) + 1]; ++l) out.push_back({l, L_});
+    return out;
+  }
+
+  void build(int n, int r) override {
+    const auto b = partition_layers(costs_, n);
+    stage_ = std::make_unique<PipelineStage>(cfg_, widths_, b[static_cast<std::size_t>(r)],
+                                             b[static_cast<std::size_t>(r) + 1]);
+  }
+  Bytes pack(UnitKey u) const override { return stage_->pack_layer(u.index); }
+  void unpack(UnitKey u, std::span<const std::byte> bytes) override { stage_->unpack_layer(u.index, bytes); }
+  std::size_t unit_bytes(UnitKey u) const override { return stage_->layer_bytes(u.index); }
+  std::size_t state_bytes() const override { return stage_->state_bytes(); }
+
+  std::size_t full_unit_bytes(const FullModel& f, UnitKey u) const override { return nn::total_bytes(of_full(f, u)); }
+  void unit_to_full(FullModel& f, UnitKey u, std::span<const std::byte> bytes) const override {
+    nn::unpack_bytes(of_full(f, u), bytes);
+  }
+  Bytes unit_from_full(const FullModel& f, UnitKey u) const override { return nn::pack_bytes(of_full(f, u)); }
+
+  // A layer keeps its identity across partitions: a rank needs exactly the layers of its new stage.
+  std::vector<int> restore_units(int of, int n, int r) const override {
+    FTCC_CHECK(of == L_) << "pp: a copy of " << of << " units for a model of " << L_ << " layers";
+    std::vector<int> out;
+    for (const UnitKey& u : units_of(n, r)) out.push_back(u.index);
+    return out;
+  }
+  void rebuild(int n, int r, int /*of*/, const std::map<int, Bytes>& units) override {
+    build(n, r);
+    for (int l = stage_->first(); l < stage_->last(); ++l) stage_->unpack_layer(l, units.at(l));
+  }
+
+  StepShare step(fc::Communicator& c, const std::vector<std::int64_t>& ids, std::int64_t epoch, Pins& pins) override {
+    const int me = c.rank(), n = c.size();
+    const bool first = me == 0, last = me == n - 1;
+    FTCC_CHECK(stage_->first() == units_of(n, me).front().index) << "pp: stage built for another partition";
+    const auto B = static_cast<std::int64_t>(ids.size());
+    const double denom = static_cast<double>(B * widths_.back());
+    data::Batch b;
+    if (first || last) b = td_.train.gather(ids);
+    const std::int64_t M = std::min<std::int64_t>(cfg_.micro_batches, B);
+    std::vector<tensor::Tensor> ins(static_cast<size_t>(M)), outs(static_cast<size_t>(M));
+    StepShare share;
+    stage_->optimizer().zero_grad();
+    // GPipe: every micro-batch forward, then every backward in reverse.
+    for (std::int64_t k = 0; k < M; ++k) {
+      const std::int64_t s = k * B / M, e = (k + 1) * B / M;
+      tensor::Tensor in;
+      if (first) {
+        in = b.x.rows(s, e);
+        share.fed.add(epoch, std::span<const std::int64_t>(ids).subspan(static_cast<std::size_t>(s),
+                                                                        static_cast<std::size_t>(e - s)));
+      } else {
+        in = pins.keep(tensor::Tensor::empty({e - s, stage_->in_width()}));
+        c.recv(in.data(), static_cast<size_t>(in.numel()), fc::DType::f32, me - 1, kForwardTag);
+        in.requires_grad_(true);
+      }
+      tensor::Tensor out = stage_->forward(in);
+      if (last) {
+        out = tensor::mse_loss(out, b.y.rows(s, e), denom);
+        share.loss += out.item();
+      } else {
+        c.send(pins.keep(out).data(), static_cast<size_t>(out.numel()), fc::DType::f32, me + 1, kForwardTag);
+      }
+      ins[static_cast<size_t>(k)] = in;
+      outs[static_cast<size_t>(k)] = out;
+    }
+    for (std::int64_t k = M - 1; k >= 0; --k) {
+      tensor::Tensor& out = outs[static_cast<size_t>(k)];
+      if (last) {
+        out.backward();
+      } else {
+        tensor::Tensor grad = pins.keep(tensor::Tensor::empty(out.shape()));
+        c.recv(grad.data(), static_cast<size_t>(grad.numel()), fc::DType::f32, me + 1, kBackwardTag);
+        tensor::run_backward(out, grad);
+      }
+      if (!first) {
+        const tensor::Tensor gin = pins.keep(ins[static_cast<size_t>(k)].grad());
+        c.send(gin.data(), static_cast<size_t>(gin.numel()), fc::DType::f32, me - 1, kBackwardTag);
+      }
+      out = tensor::Tensor();
+      ins[static_cast<size_t>(k)] = tensor::Tensor();
+    }
+    share.gradients_finite = all_finite(nn::gradients_of(stage_->params()));
+    return share;
+  }
+  void apply() override { stage_->optimizer().step(); }
+
+ private:
+  nn::NamedTensors of_full(const FullModel& f, UnitKey u) const {
+    return layer_state(f.model->named_parameters(), f.opt->state_dict(), u.index);
+  }
+
+  const TrainConfig& cfg_;
+  std::vector<std::int64_t> widths_;
+  const TrainingData& td_;
+  int L_;
+  std::vector<std::int64_t> costs_;
+  std::unique_ptr<PipelineStage> stage_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelParallelStrategy> make_pipeline_strategy(const TrainConfig& cfg,
+    const std::vector<std::int64_t>& widths, const TrainingData& data) {
+  return std::make_unique<PipelineStrategy>(cfg, widths, data);
+}
+
+}  // namespace ftcc::train

@@ -1,0 +1,91 @@
+#include "ftcc/train/replica_store.hpp"
+
+#include <algorithm>
+#include <functional>
+
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/collectives.hpp"
+
+namespace ftcc::train {
+
+void ReplicaStore::put(std::int64_t step, UnitKey key, Bytes bytes) {
+  m_[step][key] = std::make_shared<Bytes>(std::move(bytes));
+}
+
+const std::shared_ptr<Bytes>& ReplicaStore::get(std::int64_t step, UnitKey key) const {
+  const auto s = m_.find(step);
+  FTCC_CHECK(s != m_.end() && s->second.count(key)) << "replica store: no unit " << key.index << " of " << key.of
+                                                    << " at step " << step;
+  return s->second.at(key);
+}
+
+void ReplicaStore::keep_newest(int steps) {
+  while (static_cast<int>(m_.size()) > steps) m_.erase(m_.begin());
+}
+
+void ReplicaStore::drop_after(std::int64_t step) { m_.erase(m_.upper_bound(step), m_.end()); }
+
+std::size_t ReplicaStore::bytes() const {
+  std::size_t b = 0;
+  for (const auto& [s, units] : m_)
+    for (const auto& [k, v] : units) b += v->size();
+  return b;
+}
+
+std::vector<std::int64_t> ReplicaStore::encode() const {
+  std::vector<std::int64_t> e;
+  for (auto s = m_.rbegin(); s != m_.rend(); ++s)
+    for (const auto& [k, v] : s->second) e.insert(e.end(), {s->first, k.index, k.of});
+  return e;
+}
+
+std::vector<std::vector<Holding>> gather_holdings(comm::Communicator& c, const ReplicaStore& mine) {
+  namespace fc = ftcc::comm;
+  auto enc = mine.encode();
+  std::int64_t count = static_cast<std::int64_t>(enc.size() / 3), most = 0;
+  std::vector<std::int64_t> counts(static_cast<size_t>(c.size()));
+  fc::allgather(c, &count, counts.data(), 1, fc::DType::i64);
+  for (auto n : counts) most = std::max(most, n);
+  enc.resize(3 * static_cast<size_t>(most), -1);
+  std::vector<std::int64_t> all(enc.size() * static_cast<size_t>(c.size()));
+  if (most > 0) fc::allgather(c, enc.data(), all.data(), enc.size(), fc::DType::i64);
+  std::vector<std::vector<Holding>> out(static_cast<size_t>(c.size()));
+  for (int r = 0; r < c.size(); ++r)
+    for (std::int64_t i = 0; i < counts[static_cast<size_t>(r)]; ++i) {
+      const std::int64_t* e = &all[static_cast<size_t>(r) * enc.size() + 3 * static_cast<size_t>(i)];
+      out[static_cast<size_t>(r)].push_back({e[0], {static_cast<int>(e[1]), static_cast<int>(e[2])}});
+    }
+  return out;
+}
+
+RestorePlan plan_restore(const std::vector<std::vector<Holding>>& holdings, int units_if_none) {
+  // (step, of), newest first, larger `of` first at one step -> per unit the lowest rank holding it.
+  std::map<std::pair<std::int64_t, int>, std::vector<int>, std::greater<>> at;
+  for (std::size_t r = 0; r < holdings.size(); ++r)
+    for (const auto& h : holdings[r]) {
+      if (h.key.of <= 0 || h.key.index < 0 || h.key.index >= h.key.of) continue;
+      auto& holder = at[{h.step, h.key.of}];
+      holder.resize(static_cast<std::size_t>(h.key.of), -1);
+      int& slot = holder[static_cast<std::size_t>(h.key.index)];
+      if (slot < 0) slot = static_cast<int>(r);
+    }
+  RestorePlan best_partial;
+  int best_covered = -1;
+  for (const auto& [where, holder] : at) {
+    const int covered = static_cast<int>(std::count_if(holder.begin(), holder.end(), [](int h) { return h >= 0; }));
+    if (covered == where.second) return RestorePlan{where.first, where.second, holder, {}};
+    if (covered > best_covered) {
+      best_covered = covered;
+      best_partial = RestorePlan{-1, where.second, {}, {}};
+      for (int u = 0; u < where.second; ++u)
+        if (holder[static_cast<std::size_t>(u)] < 0) best_partial.lost.push_back(u);
+    }
+  }
+  if (best_covered < 0) {
+    best_partial.of = units_if_none;
+    for (int u = 0; u < units_if_none; ++u) best_partial.lost.push_back(u);
+  }
+  return best_partial;
+}
+
+}  // namespace ftcc::train

@@ -1,0 +1,287 @@
+#include "ftcc/train/run_common.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/nn/safetensors.hpp"
+#include "ftcc/optim/adam.hpp"
+#include "ftcc/optim/sgd.hpp"
+#include "ftcc/tensor/autograd.hpp"
+#include "ftcc/tensor/ops.hpp"
+#include "ftcc/train/checkpoint_store.hpp"
+
+namespace ftcc::train {
+namespace {
+
+namespace fc = ftcc::comm;
+
+std::string number_text(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+data::Batch all_of(const data::Dataset& d, Device dev) {
+  std::vector<std::int64_t> ids(static_cast<size_t>(d.size()));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i);
+  return d.gather(ids, dev);
+}
+
+// Rank 0's verdict of a start-up step, broadcast: status (1 done, 0 nothing there, -1 error), the
+// progress words, and a message (the file read, or the error).
+struct Verdict {
+  std::int64_t head[6] = {0, 0, 0, 0, 0, 0};  // status, step, epoch, cursor step, samples, samples digest
+  std::array<char, 1024> message{};
+  void set_message(const std::string& m) { std::snprintf(message.data(), message.size(), "%s", m.c_str()); }
+  // Every rank gets rank 0's verdict; an error is thrown on every rank alike.
+  void share(fc::Communicator& c) {
+    fc::broadcast(c, head, 6, fc::DType::i64, 0);
+    fc::broadcast(c, message.data(), message.size() / 8, fc::DType::i64, 0);
+    if (head[0] == -1) throw ftcc::InvalidArgument(std::string(message.data()));
+  }
+};
+
+}  // namespace
+
+void require_finite(double reduced_loss, bool gradients_finite, std::int64_t step, const TrainConfig& cfg) {
+  if (std::isfinite(reduced_loss) && gradients_finite) return;
+  const std::string what = !std::isfinite(reduced_loss)
+                               ? "non-finite loss (" + number_text(reduced_loss) + ")"
+                               : "non-finite gradient (loss " + number_text(reduced_loss) + ")";
+  throw ftcc::Error(what + " at step " + std::to_string(step) + ": the training diverged (lower --lr, now " +
+                    number_text(cfg.lr) + ") or the data holds NaN/Inf values");
+}
+
+TrainProgress agree_progress(fc::Communicator& c, const TrainProgress* mine, std::int64_t step) {
+  constexpr std::size_t kWords = 6;
+  std::int64_t row[kWords] = {0, 0, 0, 0, 0, 0};  // has it, cursor epoch and step, step, samples, digest
+  if (mine) {
+    const std::int64_t mine_row[kWords] = {1, mine->cursor.epoch, mine->cursor.step, mine->step, mine->samples_seen,
+                                           std::bit_cast<std::int64_t>(mine->samples_digest)};
+    std::copy(mine_row, mine_row + kWords, row);
+  }
+  std::vector<std::int64_t> all(kWords * static_cast<std::size_t>(c.size()));
+  fc::allgather(c, row, all.data(), kWords, fc::DType::i64);
+  const std::int64_t* chosen = nullptr;
+  for (int r = 0; r < c.size(); ++r) {
+    const std::int64_t* e = &all[kWords * static_cast<std::size_t>(r)];
+    if (!e[0]) continue;
+    if (!chosen) chosen = e;
+    else if (!std::equal(e, e + kWords, chosen))
+      throw ftcc::Error("ranks disagree on the training progress at step " + std::to_string(step) + ": rank " +
+                        std::to_string((chosen - all.data()) / static_cast<std::ptrdiff_t>(kWords)) + " at step " +
+                        std::to_string(chosen[3]) + " with " + std::to_string(chosen[4]) + " samples seen (digest " +
+                        data::digest_hex(std::bit_cast<std::uint64_t>(chosen[5])) + "), rank " + std::to_string(r) +
+                        " at step " + std::to_string(e[3]) + " with " + std::to_string(e[4]) + " (digest " +
+                        data::digest_hex(std::bit_cast<std::uint64_t>(e[5])) + ")");
+  }
+  if (!chosen) throw ftcc::Error("no survivor recorded the training progress of step " + std::to_string(step));
+  FTCC_CHECK(chosen[3] == step) << "progress recorded for step " << chosen[3] << ", rolling back to " << step;
+  return TrainProgress{{chosen[1], chosen[2]}, chosen[3], chosen[4], std::bit_cast<std::uint64_t>(chosen[5])};
+}
+
+std::vector<int> ranks_differing(fc::Communicator& c, const Digest& mine) {
+  std::int64_t words[4];
+  std::memcpy(words, mine.data(), sizeof words);
+  std::vector<std::int64_t> all(4 * static_cast<size_t>(c.size()));
+  fc::allgather(c, words, all.data(), 4, fc::DType::i64);
+  std::vector<int> bad;
+  for (int r = 1; r < c.size(); ++r) {
+    const auto row = all.begin() + 4 * static_cast<std::ptrdiff_t>(r);
+    if (!std::equal(row, row + 4, all.begin())) bad.push_back(r);
+  }
+  return bad;
+}
+
+Digest check_same_config(const TrainConfig& cfg, fc::Communicator& c, const std::vector<int>& members) {
+  const std::string canon = cfg.canonical();
+  const Digest h = sha256_of_bytes(std::as_bytes(std::span<const char>(canon.data(), canon.size())));
+  if (auto bad = ranks_differing(c, h); !bad.empty())
+    throw ftcc::InvalidArgument("ranks were started with different configurations: rank " +
+                                std::to_string(members[static_cast<size_t>(bad[0])]) + " differs from rank " +
+                                std::to_string(members[0]) + " (start every rank with the same ftcc-train flags)");
+  return h;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::NamedTensors& params) {
+  switch (c.optimizer) {
+    case OptimizerKind::sgd:
+      return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = c.lr, .momentum = c.momentum,
+                                                                     .weight_decay = c.weight_decay});
+    case OptimizerKind::adamw:
+      return std::make_unique<optim::Adam>(params, optim::adamw_options(c.lr, c.weight_decay));
+    case OptimizerKind::adam:
+      break;
+  }
+  return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = c.lr, .weight_decay = c.weight_decay});
+}
+
+tensor::Tensor activate(Activation a, const tensor::Tensor& x) {
+  switch (a) {
+    case Activation::Tanh: return tensor::tanh(x);
+    case Activation::Sigmoid: return tensor::sigmoid(x);
+    case Activation::ReLU: break;
+  }
+  return tensor::relu(x);
+}
+
+nn::NamedTensors FullModel::state() const {
+  nn::NamedTensors l = model->named_parameters();
+  for (auto& nt : opt->state_dict()) l.push_back(nt);
+  return l;
+}
+
+FullModel make_full_model(const TrainConfig& cfg, const std::vector<std::int64_t>& widths) {
+  FullModel f;
+  f.model = nn::mlp(widths, cfg.activation, cfg.seed);
+  f.opt = make_optimizer(cfg, f.model->named_parameters());
+  return f;
+}
+
+double mse_on(nn::Module& model, const data::Dataset& d, Device dev) {
+  tensor::NoGradGuard no_grad;
+  auto b = all_of(d, dev);
+  return tensor::mse_loss(model(b.x), b.y).item();
+}
+
+double accuracy_on(nn::Module& model, const data::Dataset& d, Device dev) {
+  tensor::NoGradGuard no_grad;
+  auto b = all_of(d, dev);
+  const auto pred = data::argmax_rows(model(b.x).to(Device::CPU));
+  std::int64_t ok = 0;
+  for (size_t i = 0; i < pred.size(); ++i) ok += pred[i] == d.labels[i];
+  return static_cast<double>(ok) / static_cast<double>(pred.size());
+}
+
+FinalMetrics final_metrics(fc::Communicator& c, nn::Module* model, const data::Dataset& train,
+                           const data::Dataset& test, bool classification, Device dev) {
+  double result[2] = {0, 0};
+  std::int64_t digest_words[4] = {0, 0, 0, 0};
+  static_assert(sizeof digest_words == sizeof(Digest));
+  if (c.rank() == 0) {
+    FTCC_CHECK(model != nullptr) << "final_metrics: rank 0 holds no model";
+    result[0] = mse_on(*model, train, dev);
+    result[1] = classification ? accuracy_on(*model, test, dev) : mse_on(*model, test, dev);
+    const Digest d = sha256_of(model->named_parameters());
+    std::memcpy(digest_words, d.data(), sizeof digest_words);
+  }
+  fc::broadcast(c, result, 2, fc::DType::f64, 0);
+  fc::broadcast(c, digest_words, 4, fc::DType::i64, 0);
+  FinalMetrics m;
+  m.train_mse = result[0];
+  m.eval = result[1];
+  std::memcpy(m.digest.data(), digest_words, sizeof digest_words);
+  return m;
+}
+
+std::optional<StartPoint> load_checkpoint_on_rank0(fc::Communicator& c, const std::string& dir, const char* flag,
+                                                   const TrainConfig& cfg, const std::vector<std::int64_t>& widths,
+                                                   RunLog& log, nn::Module* model, optim::Optimizer* opt) {
+  Verdict v;
+  if (c.rank() == 0) {
+    try {
+      std::error_code ec;
+      FTCC_REQUIRE(std::filesystem::is_directory(dir, ec))
+          << "no such folder (" << (ec ? ec.message() : "it does not exist or is not a folder")
+          << "); give the --checkpoint-dir of the run to continue";
+      CheckpointStore from(dir, cfg, widths);  // refuses a checkpoint of another configuration
+      if (auto info = from.newest_valid([&](const std::string& note) { log.note(note); })) {
+        FTCC_CHECK(model && opt) << "load_checkpoint_on_rank0: rank 0 has no model to load into";
+        CheckpointStore::load(*info, *model, *opt);  // validates everything before changing anything
+        v.head[0] = 1;
+        v.head[1] = info->step;
+        v.head[2] = info->epoch;
+        v.head[3] = info->cursor_step;
+        v.head[4] = info->samples_seen;
+        v.head[5] = std::bit_cast<std::int64_t>(info->samples_digest);
+        v.set_message(info->path);
+      }
+    } catch (const std::exception& e) {
+      v.head[0] = -1;
+      v.set_message(std::string(flag) + " '" + dir + "': " + e.what());
+    }
+  }
+  v.share(c);
+  if (v.head[0] == 0) return std::nullopt;
+  return StartPoint{TrainProgress{{v.head[2], v.head[3]}, v.head[1], v.head[4], std::bit_cast<std::uint64_t>(v.head[5])},
+                    std::string(v.message.data())};
+}
+
+void load_init_weights_on_rank0(fc::Communicator& c, const TrainConfig& cfg, nn::Module* model) {
+  Verdict v;
+  if (c.rank() == 0) {
+    try {
+      const auto file = nn::load_safetensors(cfg.init_weights);
+      FTCC_CHECK(model) << "load_init_weights_on_rank0: rank 0 has no model to load into";
+      const nn::NamedTensors params = model->named_parameters();
+      for (const auto& [name, t] : params)
+        FTCC_REQUIRE(file.find(name) != nullptr)
+            << "no tensor '" << name << "' (the model of --layers names its parameters 0.weight, 0.bias, 2.weight, ...)";
+      nn::load_into(file, params, cfg.init_weights, /*strict=*/false);  // checks shapes and dtypes first
+      v.head[0] = 1;
+    } catch (const std::exception& e) {
+      v.head[0] = -1;
+      v.set_message("--init-weights '" + cfg.init_weights + "': " + e.what());
+    }
+  }
+  v.share(c);
+}
+
+TrainSummary TrainSummary::of_run(double final_loss, double last_step_loss, bool classification, double eval_metric,
+                                  std::int64_t steps, std::int64_t epochs, int world_size_initial,
+                                  const recovery::ResilientGroup& group, const data::SampleTally& seen,
+                                  const data::SampleTally& expected, std::string param_sha256,
+                                  std::chrono::steady_clock::time_point start) {
+  TrainSummary s;
+  s.final_loss = final_loss;
+  s.last_step_loss = last_step_loss;
+  s.eval_name = classification ? "accuracy" : "mse";
+  s.eval_metric = eval_metric;
+  s.steps = steps;
+  s.epochs = epochs;
+  s.world_size_initial = world_size_initial;
+  s.world_size_final = group.size();
+  s.samples_seen = seen.count;
+  s.samples_expected = expected.count;
+  s.samples_digest = seen.digest;
+  s.samples_digest_expected = expected.digest;
+  s.samples_digest_ok = seen.digest == expected.digest;
+  s.recoveries = group.events();
+  s.param_sha256 = std::move(param_sha256);
+  s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  s.samples_per_s = s.wall_s > 0 ? static_cast<double>(s.samples_seen) / s.wall_s : 0;
+  return s;
+}
+
+nlohmann::json TrainSummary::to_json() const {
+  nlohmann::json rec = nlohmann::json::array();
+  for (const auto& e : recoveries) rec.push_back(e.to_json());
+  return {{"final_loss", final_loss},
+          {"last_step_loss", last_step_loss},
+          {"eval_metric", eval_metric},
+          {"eval_name", eval_name},
+          {"steps", steps},
+          {"epochs", epochs},
+          {"world_size_initial", world_size_initial},
+          {"world_size_final", world_size_final},
+          {"samples_seen", samples_seen},
+          {"samples_expected", samples_expected},
+          {"samples_digest", data::digest_hex(samples_digest)},
+          {"samples_digest_expected", data::digest_hex(samples_digest_expected)},
+          {"samples_digest_ok", samples_digest_ok},
+          {"recoveries", rec},
+          {"param_sha256", param_sha256},
+          {"samples_per_s", samples_per_s},
+          {"step_samples_per_s", step_samples_per_s},
+          {"wall_s", wall_s}};
+}
+
+}  // namespace ftcc::train

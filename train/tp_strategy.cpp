@@ -1,0 +1,184 @@
+#include "ftcc/train/tp_strategy.hpp"
+
+#include <map>
+
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/tensor/autograd.hpp"
+#include "ftcc/tensor/ops.hpp"
+#include "ftcc/train/gradient_reducer.hpp"
+#include "ftcc/train/tp_shard.hpp"
+
+namespace ftcc::train {
+namespace {
+
+namespace fc = ftcc::comm;
+
+class TensorStrategy final : public ModelParallelStrategy {
+ public:
+  TensorStrategy(const TrainConfig& cfg, const std::vector<std::int64_t>& widths, const TrainingData& td)
+      : cfg_(cfg), widths_(widths), td_(td), L_(static_cast<int>(widths.size()) - 1) {}
+
+  const char* name() const override { return "tp"; }
+  const char* units_name() const override { return "shard(s)"; }
+  const char* regroup_name() const override { return "shards re-split"; }
+
+  void validate(int n) const override {
+    FTCC_REQUIRE(L_ >= 2) << "--parallel tp needs at least one column/row-parallel Linear pair (3 widths); --layers "
+                          << "gives " << L_ << " layer";
+    for (int i = 0; i + 1 < L_; i += 2) {
+      const std::int64_t h = widths_[static_cast<size_t>(i) + 1];
+      FTCC_REQUIRE(h % n == 0) << "--parallel tp on " << n << " ranks: the hidden width " << h << " of layers " << i
+                               << "-" << i + 1 << " (column-parallel Linear " << widths_[static_cast<size_t>(i)] << "->"
+                               << h << ", row-parallel " << h << "->" << widths_[static_cast<size_t>(i) + 2]
+                               << ") is not divisible by " << n;
+    }
+  }
+
+  std::vector<UnitKey> units_of(int n, int r) const override { return {{r, n}}; }
+
+  // The shard of rank r of n, sliced from a freshly initialised full model.
+  void build(int n, int r) override {
+    FullModel f = make_full_model(cfg_, widths_);
+    slice(f, n, r);
+  }
+  Bytes pack(UnitKey u) const override {
+    check_mine(u);
+    return nn::pack_bytes(live());
+  }
+  void unpack(UnitKey u, std::span<const std::byte> bytes) override {
+    check_mine(u);
+    nn::unpack_bytes(live(), bytes);
+  }
+  std::size_t unit_bytes(UnitKey u) const override {
+    check_mine(u);
+    return nn::total_bytes(live());
+  }
+  std::size_t state_bytes() const override { return nn::total_bytes(live()); }
+
+  std::size_t full_unit_bytes(const FullModel& f, UnitKey u) const override {
+    return shard_bytes(f.state(), L_, u.of, u.index);
+  }
+  void unit_to_full(FullModel& f, UnitKey u, std::span<const std::byte> bytes) const override {
+    Bytes b(bytes.begin(), bytes.end());
+    copy_shard(f.state(), L_, u.of, u.index, b, /*to_full=*/true);
+  }
+  Bytes unit_from_full(const FullModel& f, UnitKey u) const override {
+    Bytes b(shard_bytes(f.state(), L_, u.of, u.index));
+    copy_shard(f.state(), L_, u.of, u.index, b, /*to_full=*/false);
+    return b;
+  }
+
+  // Slices change with the rank count: every rank needs every shard of the old split.
+  std::vector<int> restore_units(int of, int /*n*/, int /*r*/) const override {
+    std::vector<int> all(static_cast<std::size_t>(of));
+    for (int k = 0; k < of; ++k) all[static_cast<std::size_t>(k)] = k;
+    return all;
+  }
+  void rebuild(int n, int r, int of, const std::map<int, Bytes>& units) override {
+    FullModel f = make_full_model(cfg_, widths_);
+    for (const auto& [k, b] : units) unit_to_full(f, {k, of}, b);
+    slice(f, n, r);
+  }
+
+  StepShare step(fc::Communicator& c, const std::vector<std::int64_t>& ids, std::int64_t epoch, Pins& pins) override {
+    check_mine({c.rank(), c.size()});
+    const auto B = static_cast<std::int64_t>(ids.size());
+    const int pairs = L_ / 2;
+    data::Batch b = td_.train.gather(ids);
+    StepShare share;
+    if (c.rank() == 0) share.fed.add(epoch, ids);  // every rank feeds the whole batch: count it once
+    opt_->zero_grad();
+    // Forward, one autograd segment per side of each allreduce: X_j -> z_j (partial), Z_j -> Y_j.
+    std::vector<tensor::Tensor> X(static_cast<size_t>(pairs)), z(X.size()), Z(X.size()), Y(X.size());
+    tensor::Tensor h = b.x;
+    for (int j = 0; j < pairs; ++j) {
+      const int col = 2 * j, row = 2 * j + 1;
+      tensor::Tensor x = h;
+      if (j > 0) {
+        x = h.detach().clone();
+        x.requires_grad_(true);
+      }
+      const auto a = activate(cfg_.activation, tensor::linear(x, param(col, "weight"), param(col, "bias")));
+      const auto zr = tensor::linear(a, param(row, "weight"), tensor::Tensor());
+      tensor::Tensor zs = pins.keep(zr.detach().clone());
+      fc::allreduce(c, fc::kInPlace, zs.data(), static_cast<size_t>(zs.numel()), fc::DType::f32, fc::ReduceOp::sum);
+      zs.requires_grad_(true);
+      tensor::Tensor y = tensor::add(zs, param(row, "bias"));
+      if (row + 1 < L_) y = activate(cfg_.activation, y);
+      X[static_cast<size_t>(j)] = x;
+      z[static_cast<size_t>(j)] = zr;
+      Z[static_cast<size_t>(j)] = zs;
+      Y[static_cast<size_t>(j)] = y;
+      h = y;
+    }
+    // Tail: the replicated last layer (odd layer count) and the loss.
+    tensor::Tensor t = h.detach().clone();
+    t.requires_grad_(true);
+    tensor::Tensor out = t;
+    if (L_ % 2 == 1) out = tensor::linear(t, param(L_ - 1, "weight"), param(L_ - 1, "bias"));
+    auto loss = tensor::mse_loss(out, b.y, static_cast<double>(B * widths_.back()));
+    loss.backward();
+    tensor::Tensor grad = t.grad();
+    for (int j = pairs - 1; j >= 0; --j) {
+      tensor::run_backward(Y[static_cast<size_t>(j)], grad);
+      tensor::run_backward(z[static_cast<size_t>(j)], Z[static_cast<size_t>(j)].grad());
+      if (j > 0) {
+        grad = pins.keep(X[static_cast<size_t>(j)].grad().clone());
+        fc::allreduce(c, fc::kInPlace, grad.data(), static_cast<size_t>(grad.numel()), fc::DType::f32,
+                      fc::ReduceOp::sum);
+      }
+    }
+    // The loss is the same on every rank: rank 0's is taken.
+    if (c.rank() == 0) share.loss = loss.item();
+    share.gradients_finite = all_finite(nn::gradients_of(params_));
+    return share;
+  }
+  void apply() override { opt_->step(); }
+
+ private:
+  // This rank's shard for n ranks, sliced from f.
+  void slice(const FullModel& f, int n, int r) {
+    params_.clear();
+    by_name_.clear();
+    for (const auto& [name, t] : f.model->named_parameters()) {
+      auto s = tensor::Tensor::zeros(shard_shape(name, t, L_, n, r));
+      s.requires_grad_(true);
+      params_.emplace_back(name, s);
+      by_name_[name] = s;
+    }
+    opt_ = make_optimizer(cfg_, params_);
+    nn::unpack_bytes(live(), unit_from_full(f, {r, n}));
+    split_ = {r, n};
+  }
+  nn::NamedTensors live() const {
+    nn::NamedTensors l = params_;
+    for (auto& nt : opt_->state_dict()) l.push_back(nt);
+    return l;
+  }
+  void check_mine(UnitKey u) const {
+    FTCC_CHECK(u == split_) << "tp: shard " << u.index << " of " << u.of << " asked, this rank holds " << split_.index
+                            << " of " << split_.of;
+  }
+  const tensor::Tensor& param(int layer, const char* what) const {
+    return by_name_.at(std::to_string(2 * layer) + "." + what);
+  }
+
+  const TrainConfig& cfg_;
+  std::vector<std::int64_t> widths_;
+  const TrainingData& td_;
+  int L_;
+  nn::NamedTensors params_;
+  std::map<std::string, tensor::Tensor> by_name_;
+  std::unique_ptr<optim::Optimizer> opt_;
+  UnitKey split_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelParallelStrategy> make_tensor_strategy(const TrainConfig& cfg,
+    const std::vector<std::int64_t>& widths, const TrainingData& data) {
+  return std::make_unique<TensorStrategy>(cfg, widths, data);
+}
+
+}  // namespace ftcc::train
