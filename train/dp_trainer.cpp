@@ -18,6 +18,7 @@
 #include "ftcc/comm/errors.hpp"
 #include "ftcc/data/sampler.hpp"
 #include "ftcc/nn/sequential.hpp"
+#include "ftcc/recovery/step_loop.hpp"
 #include "ftcc_config.hpp"
 #include "ftcc/tensor/autograd.hpp"
 #include "ftcc/tensor/storage.hpp"
@@ -133,83 +134,79 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   const std::int64_t outputs = widths.back();
   double last_loss = 0;
 
-  for (;;) {
-    if (done()) {
-      // The survivors agree that all of them are done; false after a recovery (a rank died at
-      // the end, or was one step behind): the hook may have rolled this rank forward, check again.
-      if (g.all_finished()) break;
-      continue;
-    }
+  // One step. Commit: the allreduce completed, so this rank holds the full gradient of step p.step.
+  auto train_step = [&] {
     if (p.cursor.step == 0 && sampler->options().global_batch != global_batch) sampler = make_sampler(global_batch);
-    g.begin_step(p.step);
-    try {
-      const auto range = sampler->rank_range(p.cursor.step, g.size(), g.rank());
-      const auto ids = sampler->rank_ids(p.cursor, g.size(), g.rank());
-      const std::int64_t B = sampler->batch_size(p.cursor.step);
-      const double denom = static_cast<double>(B * outputs);
-      double loss_part = 0.0;
-      data::SampleTally fed;  // the samples this rank feeds to the model in this step
-      bool grads_finite = true;
-      opt->zero_grad();
-      if (!ids.empty()) {
-        auto b = td.train.gather(ids, dev);
-        if (!cfg.deterministic) {
-          auto loss = tensor::mse_loss((*model)(b.x), b.y, denom);
-          loss.backward();
-          loss_part = loss.item();
-          fed.add(p.cursor.epoch, ids);
-        }
-        if (cfg.deterministic) {
-          // One contribution per fixed micro-batch of the global batch (independent of ranks).
-          std::vector<std::vector<float>> parts;
-          const std::int64_t mb = sampler->options().micro_batch;
-          const std::int64_t first = range.begin;
-          for (std::int64_t s = range.begin; s < range.end; s += mb) {
-            const std::int64_t e = std::min(s + mb, range.end);
-            opt->zero_grad();
-            auto loss = tensor::mse_loss((*model)(b.x.rows(s - first, e - first)), b.y.rows(s - first, e - first), denom);
-            loss.backward();
-            loss_part += loss.item();
-            fed.add(p.cursor.epoch, std::span<const std::int64_t>(ids).subspan(static_cast<std::size_t>(s - first),
-                                                                               static_cast<std::size_t>(e - s)));
-            parts.push_back(reducer.snapshot());
-          }
-          grads_finite = reducer.exact_sum(g.comm(), parts, sampler->micro_batches(p.cursor.step));
-        }
-      } else if (cfg.deterministic) {
-        grads_finite = reducer.exact_sum(g.comm(), {}, sampler->micro_batches(p.cursor.step));
+    const auto range = sampler->rank_range(p.cursor.step, g.size(), g.rank());
+    const auto ids = sampler->rank_ids(p.cursor, g.size(), g.rank());
+    const std::int64_t B = sampler->batch_size(p.cursor.step);
+    const double denom = static_cast<double>(B * outputs);
+    double loss_part = 0.0;
+    data::SampleTally fed;  // the samples this rank feeds to the model in this step
+    bool grads_finite = true;
+    opt->zero_grad();
+    if (!ids.empty()) {
+      auto b = td.train.gather(ids, dev);
+      if (!cfg.deterministic) {
+        auto loss = tensor::mse_loss((*model)(b.x), b.y, denom);
+        loss.backward();
+        loss_part = loss.item();
+        fed.add(p.cursor.epoch, ids);
       }
-      if (!cfg.deterministic) grads_finite = reducer.sum(g.comm());
-      // Loss, non-finite verdicts and the samples fed, summed over the ranks in one allreduce.
-      double stats[2 + data::SampleTally::kDoubles] = {loss_part, grads_finite ? 0.0 : 1.0};
-      fed.to_doubles(stats + 2);
-      fc::allreduce(g.comm(), fc::kInPlace, stats, std::size(stats), fc::DType::f64, fc::ReduceOp::sum);
-      // Every rank now holds the same loss, verdict and tally, so every rank decides alike.
-      require_finite(stats[0], stats[1] == 0.0, p.step, cfg);
-      const auto step_tally = data::SampleTally::from_doubles(stats + 2);
-      FTCC_CHECK(step_tally.count == B) << "step " << p.step << " fed " << step_tally.count << " samples, batch is "
-                                        << B;
-      // Commit: the allreduce completed, so this rank holds the full gradient of step p.step.
-      opt->step();
-      last_loss = stats[0];
-      p.add(step_tally);
-      report.add_samples(step_tally.count);
-      p.cursor = sampler->next(p.cursor);
-      ++p.step;
-      g.set_committed_step(p.step - 1);
-    } catch (const fc::FaultDetected& e) {
-      const auto& ev = g.recover(p.step, e.what());
-      report.recovered(ev);
-      continue;
+      if (cfg.deterministic) {
+        // One contribution per fixed micro-batch of the global batch (independent of ranks).
+        std::vector<std::vector<float>> parts;
+        const std::int64_t mb = sampler->options().micro_batch;
+        const std::int64_t first = range.begin;
+        for (std::int64_t s = range.begin; s < range.end; s += mb) {
+          const std::int64_t e = std::min(s + mb, range.end);
+          opt->zero_grad();
+          auto loss = tensor::mse_loss((*model)(b.x.rows(s - first, e - first)), b.y.rows(s - first, e - first), denom);
+          loss.backward();
+          loss_part += loss.item();
+          fed.add(p.cursor.epoch, std::span<const std::int64_t>(ids).subspan(static_cast<std::size_t>(s - first),
+                                                                             static_cast<std::size_t>(e - s)));
+          parts.push_back(reducer.snapshot());
+        }
+        grads_finite = reducer.exact_sum(g.comm(), parts, sampler->micro_batches(p.cursor.step));
+      }
+    } else if (cfg.deterministic) {
+      grads_finite = reducer.exact_sum(g.comm(), {}, sampler->micro_batches(p.cursor.step));
     }
-    report.step_done(p.step, p.cursor.epoch, last_loss, p.samples_seen);
-    if (store && cfg.checkpoint_every > 0 && p.step % cfg.checkpoint_every == 0 && g.rank() == 0) {
-      CheckpointInfo info{p.step, p.cursor.epoch, p.cursor.step, p.samples_seen, g.size(), cfg.seed,
-                          to_hex(cfg_hash), ""};
-      info.samples_digest = p.samples_digest;
-      log.checkpoint(p.step, store->save(info, *model, *opt));
-    }
-  }
+    if (!cfg.deterministic) grads_finite = reducer.sum(g.comm());
+    // Loss, non-finite verdicts and the samples fed, summed over the ranks in one allreduce.
+    double stats[2 + data::SampleTally::kDoubles] = {loss_part, grads_finite ? 0.0 : 1.0};
+    fed.to_doubles(stats + 2);
+    fc::allreduce(g.comm(), fc::kInPlace, stats, std::size(stats), fc::DType::f64, fc::ReduceOp::sum);
+    // Every rank now holds the same loss, verdict and tally, so every rank decides alike.
+    require_finite(stats[0], stats[1] == 0.0, p.step, cfg);
+    const auto step_tally = data::SampleTally::from_doubles(stats + 2);
+    FTCC_CHECK(step_tally.count == B) << "step " << p.step << " fed " << step_tally.count << " samples, batch is "
+                                      << B;
+    // Commit: the allreduce completed, so this rank holds the full gradient of step p.step.
+    opt->step();
+    last_loss = stats[0];
+    p.add(step_tally);
+    report.add_samples(step_tally.count);
+    p.cursor = sampler->next(p.cursor);
+    ++p.step;
+    g.set_committed_step(p.step - 1);
+  };
+  recovery::run_step_loop(g, {
+      .done = [&] { return done(); },
+      .step = [&] { return p.step; },
+      .body = train_step,
+      .after_step =
+          [&] {
+            report.step_done(p.step, p.cursor.epoch, last_loss, p.samples_seen);
+            if (store && cfg.checkpoint_every > 0 && p.step % cfg.checkpoint_every == 0 && g.rank() == 0) {
+              CheckpointInfo info{p.step, p.cursor.epoch, p.cursor.step, p.samples_seen, g.size(), cfg.seed,
+                                  to_hex(cfg_hash), ""};
+              info.samples_digest = p.samples_digest;
+              log.checkpoint(p.step, store->save(info, *model, *opt));
+            }
+          },
+      .recovered = [&](const recovery::RecoveryEvent& ev) { report.recovered(ev); }});
 
   const double eval = td.classification ? accuracy_on(*model, td.test, dev) : mse_on(*model, td.test, dev);
   TrainSummary s = TrainSummary::of_run(mse_on(*model, td.train, dev), last_loss, td.classification, eval, p.step,

@@ -10,6 +10,7 @@
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/errors.hpp"
 #include "ftcc/data/sampler.hpp"
+#include "ftcc/recovery/step_loop.hpp"
 #include "ftcc/train/checkpoint_store.hpp"
 #include "ftcc/train/pp_strategy.hpp"
 #include "ftcc/train/progress_reporter.hpp"
@@ -52,28 +53,21 @@ class Driver {
     g_.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) { recover(grp, ev); });
     double last_loss = 0;
     FinalMetrics final;
-    for (;;) {
-      try {
-        if (done()) {
-          // Every survivor done? After a recovery the restored state may need steps again.
-          if (!g_.all_finished()) continue;
-          // A failure while gathering is recovered like any other (the steps after the restored
-          // copy are then redone).
-          fc::Communicator& c = g_.comm();
-          gather_full(c);
-          final = final_metrics(c, c.rank() == 0 ? full_.model.get() : nullptr, td_.train, td_.test,
-                                td_.classification);
-          break;
-        }
-        g_.begin_step(p_.step);
-        last_loss = train_step(g_.comm(), report);
-      } catch (const fc::FaultDetected& e) {
-        pins_.abandoned();
-        report.recovered(g_.recover(p_.step, e.what()));
-        continue;
-      }
-      report.step_done(p_.step, p_.cursor.epoch, last_loss, p_.samples_seen);
-    }
+    recovery::run_step_loop(g_, {
+        .done = [&] { return done(); },
+        .step = [&] { return p_.step; },
+        .body = [&] { last_loss = train_step(g_.comm(), report); },
+        .after_step = [&] { report.step_done(p_.step, p_.cursor.epoch, last_loss, p_.samples_seen); },
+        // The units to rank 0 for the final figures; a failure here is recovered like any other
+        // (and the steps after the restored copy are then redone).
+        .finish =
+            [&] {
+              fc::Communicator& c = g_.comm();
+              gather_full(c);
+              final = final_metrics(c, c.rank() == 0 ? full_.model.get() : nullptr, td_.train, td_.test,
+                                    td_.classification);
+            },
+        .recovered = [&](const recovery::RecoveryEvent& ev) { report.recovered(ev); }});
     TrainSummary sum = TrainSummary::of_run(final.train_mse, last_loss, td_.classification, final.eval, p_.step,
                                             p_.cursor.epoch, g_.initial_size(), g_, p_.tally(),
                                             sampler_.expected_tally(p_.cursor), to_hex(final.digest), t_start_);
