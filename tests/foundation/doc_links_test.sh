@@ -13,7 +13,7 @@
 #      must match something; {a,b} must exist for each alternative. FOLDER/NAME also exists when
 #      FOLDER/meson.build builds a program NAME (executable('NAME', ...)): tools/ftcc-train is
 #      build/tools/ftcc-train, named as a program;
-#   3. a bare file name ending in .md (DESIGN.md): at the root or next to the file that names it.
+#   3. a bare file name ending in .md (NOTES.md): at the root or next to the file that names it.
 # Usage: doc_links_test.sh [FILE.md...]   (default: README.md docs/*.md)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -50,8 +50,8 @@ if [ ${#files[@]} -eq 0 ]; then
   tmp=$(mktemp -d /tmp/ftcc-doc-links.XXXXXX)
   trap 'rm -rf "$tmp"' EXIT
   cat >"$tmp/page.md" <<'MD'
-Must fail: [a link](no-such-page.md), docs/architecture.md, `tools/bench-recovery --trials 5`,
-DESIGN.md option 2, comm/mpi_types.{hpp,h}, tests/*/no_such_*.py.
+Must fail: [a link](no-such-page.md), docs/no-such-doc.md, `tools/no-such-tool --trials 5`,
+NO-SUCH-NOTES.md option 2, comm/mpi_types.{hpp,h}, tests/*/no_such_*.py.
 Must pass: [next page](other.md#part), [docs](https://example.org/docs/x.md), [anchor](#map), build/tools/ftcc-train,
 tools/ftcc-train (a program tools/meson.build builds), comm/mpi_types.{hpp,cpp}, tests/*/*.py,
 <ftcc/comm/collectives.hpp>, `page.md`, dp/pp/tp, docs/training.md.
@@ -61,7 +61,7 @@ auto f = [](const char* op) {};
 MD
   touch "$tmp/other.md"
   out=$("${BASH_SOURCE[0]}" "$tmp/page.md" 2>&1)
-  want=("'no-such-page.md'" "'docs/architecture.md'" "'tools/bench-recovery'" "'DESIGN.md'" "'comm/mpi_types.{hpp,h}'"
+  want=("'no-such-page.md'" "'docs/no-such-doc.md'" "'tools/no-such-tool'" "'NO-SUCH-NOTES.md'" "'comm/mpi_types.{hpp,h}'"
         "'tests/*/no_such_*.py'")
   for w in "${want[@]}"; do
     grep -qF "$w" <<<"$out" || { echo "FAIL: the rule missed $w:"; echo "$out"; exit 1; }
