@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/mpi_types.hpp"
 
 namespace {
 
@@ -61,26 +62,6 @@ std::size_t parse_size(const std::string& s) {
     }
   }
   return static_cast<std::size_t>(v * static_cast<double>(mult));
-}
-
-MPI_Datatype mpi_type(DType t) {
-  switch (t) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::f64: return MPI_DOUBLE;
-    case DType::i32: return MPI_INT32_T;
-    case DType::i64: return MPI_INT64_T;
-  }
-  return MPI_BYTE;
-}
-
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return MPI_SUM;
-    case ReduceOp::prod: return MPI_PROD;
-    case ReduceOp::min: return MPI_MIN;
-    case ReduceOp::max: return MPI_MAX;
-  }
-  return MPI_OP_NULL;
 }
 
 double input(ReduceOp op, int rank, std::size_t i) {
@@ -168,7 +149,7 @@ struct Bench {
     const int ic = static_cast<int>(rcount);
     if (cfg.op == "allreduce") {
       if (algo == "mpi") {
-        check_mpi(MPI_Allreduce(s, r, ic, mpi_type(dt), mpi_op(rop), comm.raw()));
+        check_mpi(MPI_Allreduce(s, r, ic, mpi_datatype(dt), mpi_op(rop), comm.raw()));
         return;
       }
       AllreduceOptions o;
@@ -178,7 +159,7 @@ struct Bench {
       allreduce(comm, s, r, scount, dt, rop, o);
     } else if (cfg.op == "broadcast") {
       if (algo == "mpi") {
-        check_mpi(MPI_Bcast(r, ic, mpi_type(dt), cfg.root, comm.raw()));
+        check_mpi(MPI_Bcast(r, ic, mpi_datatype(dt), cfg.root, comm.raw()));
         return;
       }
       BroadcastOptions o;
@@ -190,14 +171,14 @@ struct Bench {
       broadcast(comm, r, rcount, dt, cfg.root, o);
     } else if (cfg.op == "reduce_scatter") {
       if (algo == "mpi") {
-        check_mpi(MPI_Reduce_scatter_block(s, r, ic, mpi_type(dt), mpi_op(rop), comm.raw()));
+        check_mpi(MPI_Reduce_scatter_block(s, r, ic, mpi_datatype(dt), mpi_op(rop), comm.raw()));
         return;
       }
       reduce_scatter(comm, s, r, rcount, dt, rop, options());
     } else if (cfg.op == "allgather") {
       if (algo == "mpi") {
-        check_mpi(MPI_Allgather(s, static_cast<int>(scount), mpi_type(dt), r, static_cast<int>(scount), mpi_type(dt),
-                                comm.raw()));
+        const MPI_Datatype t = mpi_datatype(dt);
+        check_mpi(MPI_Allgather(s, static_cast<int>(scount), t, r, static_cast<int>(scount), t, comm.raw()));
         return;
       }
       allgather(comm, s, r, scount, dt, options());

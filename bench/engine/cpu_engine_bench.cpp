@@ -4,7 +4,7 @@
 //    (dX, dW, db) through the autograd graph, i.e. what a training step pays per layer.
 //  * BM_EigenGemmBaseline/B/in/out: the three bare Eigen GEMMs of the same shapes
 //    (Y = X W^T, dX = dY W, dW = dY^T X) on preallocated buffers: the floor for the above.
-//    Goal (issue 3): Linear within 10% of the bare GEMMs.
+//    Goal: Linear within 10% of the bare GEMMs.
 //  * BM_MlpTrainStep: one step of the digits model (64-64-10 ReLU, batch 32, MSE, Adam).
 // Both report FLOP/s for the 6 B in out flops of the three GEMMs.
 #include <benchmark/benchmark.h>

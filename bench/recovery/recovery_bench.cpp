@@ -10,7 +10,7 @@
 // The victim writes its wall-clock time just before dying; survivors are on the same host, so
 // the differences are meaningful. The lowest surviving rank prints one JSON line:
 //   RECOVERY_BENCH {"mode":..., "ranks":..., "group_ms":..., "total_ms":..., ...}
-// tools/bench-recovery runs many trials and reports medians.
+// bench/recovery/run runs many trials and reports medians.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>

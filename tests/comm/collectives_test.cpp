@@ -23,6 +23,7 @@
 
 #include "ftcc/comm/allreduce_async.hpp"
 #include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/mpi_types.hpp"
 #include "ftcc/comm/ulfm.hpp"
 
 namespace {
@@ -31,26 +32,6 @@ using namespace ftcc::comm;
 
 constexpr std::size_t kBig = (std::size_t{1} << 20) + 3;
 constexpr std::size_t kPrime = 1009;
-
-MPI_Datatype mpi_type(DType t) {
-  switch (t) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::f64: return MPI_DOUBLE;
-    case DType::i32: return MPI_INT32_T;
-    case DType::i64: return MPI_INT64_T;
-  }
-  return MPI_BYTE;
-}
-
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return MPI_SUM;
-    case ReduceOp::prod: return MPI_PROD;
-    case ReduceOp::min: return MPI_MIN;
-    case ReduceOp::max: return MPI_MAX;
-  }
-  return MPI_OP_NULL;
-}
 
 int world_rank() {
   int r = 0;
@@ -146,7 +127,7 @@ void allreduce_case(Communicator& comm, AllreduceAlgo algo, std::size_t count, R
   const DType dt = dtype_of<T>();
   const auto in = random_input<T>(count, op, seed);
   std::vector<T> ref(count), ours(count);
-  MPI_Allreduce(in.data(), ref.data(), static_cast<int>(count), mpi_type(dt), mpi_op(op), MPI_COMM_WORLD);
+  MPI_Allreduce(in.data(), ref.data(), static_cast<int>(count), mpi_datatype(dt), mpi_op(op), MPI_COMM_WORLD);
   AllreduceOptions o;
   o.algo = algo;
   o.segment_bytes = seg;
@@ -192,7 +173,7 @@ template <class T>
 void broadcast_case(Communicator& comm, BroadcastAlgo algo, std::size_t count, int root, std::size_t seg) {
   auto v = random_input<T>(count, ReduceOp::sum, 7 + count);
   auto ref = v;
-  MPI_Bcast(ref.data(), static_cast<int>(count), mpi_type(dtype_of<T>()), root, MPI_COMM_WORLD);
+  MPI_Bcast(ref.data(), static_cast<int>(count), mpi_datatype(dtype_of<T>()), root, MPI_COMM_WORLD);
   BroadcastOptions o;
   o.algo = algo;
   o.segment_bytes = seg;
@@ -216,7 +197,7 @@ template <class T>
 void reduce_case(Communicator& comm, std::size_t count, ReduceOp op, int root, std::uint64_t seed) {
   const auto in = random_input<T>(count, op, seed);
   std::vector<T> ref(count), ours(count);
-  MPI_Reduce(in.data(), ref.data(), static_cast<int>(count), mpi_type(dtype_of<T>()), mpi_op(op), root,
+  MPI_Reduce(in.data(), ref.data(), static_cast<int>(count), mpi_datatype(dtype_of<T>()), mpi_op(op), root,
              MPI_COMM_WORLD);
   CollectiveOptions o;
   o.segment_bytes = count == kPrime ? 128 : 0;
@@ -243,7 +224,7 @@ void reduce_scatter_case(Communicator& comm, std::size_t rc, ReduceOp op, bool i
   const std::size_t total = rc * static_cast<std::size_t>(comm.size());
   const auto in = random_input<T>(total, op, seed);
   std::vector<T> ref(rc), ours(in_place ? total : rc);
-  MPI_Reduce_scatter_block(in.data(), ref.data(), static_cast<int>(rc), mpi_type(dtype_of<T>()), mpi_op(op),
+  MPI_Reduce_scatter_block(in.data(), ref.data(), static_cast<int>(rc), mpi_datatype(dtype_of<T>()), mpi_op(op),
                            MPI_COMM_WORLD);
   CollectiveOptions o;
   o.segment_bytes = rc == kPrime ? 256 : 0;
@@ -278,8 +259,8 @@ void allgather_case(Communicator& comm, std::size_t count, bool in_place) {
   const std::size_t total = count * static_cast<std::size_t>(comm.size());
   const auto mine = random_input<T>(count, ReduceOp::sum, 77 + count);
   std::vector<T> ref(total), ours(total);
-  MPI_Allgather(mine.data(), static_cast<int>(count), mpi_type(dtype_of<T>()), ref.data(), static_cast<int>(count),
-                mpi_type(dtype_of<T>()), MPI_COMM_WORLD);
+  const MPI_Datatype t = mpi_datatype(dtype_of<T>());
+  MPI_Allgather(mine.data(), static_cast<int>(count), t, ref.data(), static_cast<int>(count), t, MPI_COMM_WORLD);
   CollectiveOptions o;
   o.segment_bytes = count == kPrime ? 100 : 0;
   if (in_place) {
@@ -300,6 +281,26 @@ TEST_F(Collectives, Allgather) {
       allgather_case<std::int64_t>(comm, count, in_place);
     }
   allgather_case<float>(comm, kBig / static_cast<std::size_t>(n), false);
+}
+
+// comm/mpi_types.hpp: every DType maps to an MPI type of its size, every ReduceOp to its MPI
+// operator; a value outside the enums is refused, not mapped to MPI_BYTE.
+TEST_F(Collectives, MpiTypesMatchTheDtypes) {
+  for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64}) {
+    int bytes = 0;
+    ASSERT_EQ(MPI_Type_size(mpi_datatype(t), &bytes), MPI_SUCCESS) << to_string(t);
+    EXPECT_EQ(static_cast<std::size_t>(bytes), dtype_size(t)) << to_string(t);
+  }
+  EXPECT_EQ(mpi_datatype(DType::f32), MPI_FLOAT);
+  EXPECT_EQ(mpi_datatype(DType::f64), MPI_DOUBLE);
+  EXPECT_EQ(mpi_datatype(DType::i32), MPI_INT32_T);
+  EXPECT_EQ(mpi_datatype(DType::i64), MPI_INT64_T);
+  EXPECT_EQ(mpi_op(ReduceOp::sum), MPI_SUM);
+  EXPECT_EQ(mpi_op(ReduceOp::prod), MPI_PROD);
+  EXPECT_EQ(mpi_op(ReduceOp::min), MPI_MIN);
+  EXPECT_EQ(mpi_op(ReduceOp::max), MPI_MAX);
+  EXPECT_THROW(mpi_datatype(static_cast<DType>(99)), ftcc::InvalidArgument);
+  EXPECT_THROW(mpi_op(static_cast<ReduceOp>(99)), ftcc::InvalidArgument);
 }
 
 TEST_F(Collectives, BarrierWaitsForTheLateRank) {

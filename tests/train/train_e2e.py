@@ -8,7 +8,7 @@ Tolerances:
     gradient allreduce differs, so float rounding (~1e-7 relative per step) accumulates over the
     steps: final losses agree to 1e-3 relative;
   * with kills: the lost step is redone on the survivors with the same global batch, so the
-    trajectory is the fault-free one up to rounding: within 2% (the issue's bound);
+    trajectory is the fault-free one up to rounding: within 2%;
   * --deterministic: bitwise, compared by SHA-256 of the parameters.
 """
 import hashlib, json, os, shutil, subprocess, sys, tempfile
@@ -25,9 +25,10 @@ FT_OPT = [] if HAVE_ULFM else ["--no-fault-tolerance"]
 
 
 def run(n, *args, expect_rc=0, timeout=120):
+    """(summary, process) of one job; expect_rc=None leaves the exit status to the caller's check."""
     cmd = [run_cmd, "-n", str(n), train, "--quiet", *FT_OPT, *args]
     p = subprocess.run(cmd, capture_output=True, text=True, errors="backslashreplace", timeout=timeout)
-    if p.returncode != expect_rc:
+    if expect_rc is not None and p.returncode != expect_rc:
         sys.exit(f"FAIL: {' '.join(cmd)}\n  exit {p.returncode}, expected {expect_rc}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     summary = None
     for line in p.stdout.splitlines():
@@ -83,6 +84,77 @@ DIABETES = ["--dataset", "diabetes", "--layers", "10,1", "--epochs", "30", "--lr
 DIABETES_TRAIN = 354
 TP_MODEL = ["--dataset", "digits", "--layers", "64,96,64,48,10", "--lr", "0.05", "--batch", "64", "--epochs", "6"]
 PP_MODEL = ["--dataset", "digits", "--layers", "64,64,64,64,10", "--lr", "0.05", "--batch", "64", "--epochs", "6"]
+
+
+def kill(rank, step, phase=None):
+    return f"kill:rank={rank}:step={step}" + (f":phase={phase}" if phase else "")
+
+
+def hang(rank, step):
+    return f"hang:rank={rank}:step={step}"
+
+
+def describe(fault):
+    kind, rank, step, *phase = (x.split("=")[-1] for x in fault.split(":"))
+    if kind == "hang":
+        return f"rank {rank} hangs (SIGSTOP) at step {step}"
+    return f"kill rank {rank} " + (f"inside the {phase[0]} of step {step}" if phase else f"at step {step}")
+
+
+# Model-parallel runs with faults (the pp_* and tp_* kill cases): one row per run, all run by one
+# loop (case `elif case in MP_FAULT_CASES`), each compared with the fault-free run of the same
+# mode and rank count. Expected outcomes:
+#   recovers()        world = ranks - faults, final loss within 2% of the fault-free run, samples
+#                     exactly once, one recovery whose line says the model was re-partitioned (pp)
+#                     or re-split (tp) over the survivors;
+#   recovers(True)    and the fault-free run's SHA-256 (pp rolls back to a complete copy and redoes
+#                     the same batches);
+#   falls_back_to(S)  a rank and its buddy lost, so some layer (pp) or shard (tp) has no copy left:
+#                     the run says FALLING BACK TO CHECKPOINT, resumes from the step-S checkpoint
+#                     (in a fresh --checkpoint-dir the loop adds) and finishes as recovers() does
+#                     (world, loss, samples);
+#   state_lost(rc)    the same loss without checkpoints: exit rc, "training state lost", naming
+#                     the lost layer or shard.
+def recovers(bitwise=False):
+    return ("recovers", bitwise)
+
+
+def falls_back_to(step):
+    return ("falls back", step)
+
+
+def state_lost(rc):
+    return ("lost", rc)
+
+
+MP = {
+    "pp": {"args": [*PP_MODEL, "--parallel", "pp", "--micro-batches", "4"], "resplit": "re-partitioned over {} ranks",
+           "lost": "layers 1", "part": "layer"},
+    "tp": {"args": [*TP_MODEL, "--parallel", "tp"], "resplit": "re-split over {} ranks",
+           "lost": "shard(s) 1", "part": "shard"},
+}
+# Rank 1 dies at step 25 and its buddy (rank 2) inside that recovery: layer 1 (pp) or shard 1 (tp)
+# has no copy left.
+RANK_AND_BUDDY = [kill(1, 25), kill(2, 25, "recovery")]
+MP_FAULT_RUNS = [
+    # (meson case, parallel, ranks, faults, flags, expected outcome, note)
+    ("pp_kills", "pp", 4, [kill(0, 20)], [], recovers(True), "first stage"),
+    ("pp_kills", "pp", 4, [kill(3, 41)], [], recovers(True), "last stage"),
+    ("pp_kills", "pp", 4, [kill(2, 33, "allreduce")], ["--replicate-every", "5"], recovers(True), "replicas every 5 steps"),
+    ("pp_kills", "pp", 4, [kill(1, 57)], ["--replicas", "2"], recovers(True), "2 replicas"),
+    ("pp_kills", "pp", 4, [kill(0, 20), kill(2, 20, "recovery")], [], recovers(True), "not buddies"),
+    ("pp_kills", "pp", 4, [hang(2, 30)], ["--hang-timeout", "2"], recovers(True), "fenced by the heartbeat"),
+    ("pp_double_failure", "pp", 4, RANK_AND_BUDDY, ["--checkpoint-every", "10"], falls_back_to(20), "with checkpoints"),
+    ("pp_double_failure", "pp", 4, RANK_AND_BUDDY, [], state_lost(4), "no checkpoint"),
+    ("tp_kills", "tp", 4, [kill(0, 20)], [], recovers(), "first rank"),
+    ("tp_kills", "tp", 4, [kill(3, 41)], [], recovers(), "last rank"),
+    ("tp_kills", "tp", 4, [kill(1, 33, "allreduce")], ["--replicate-every", "5"], recovers(), "replicas every 5 steps"),
+    ("tp_kills", "tp", 4, [kill(0, 20), kill(2, 20, "recovery")], [], recovers(), "not buddies"),
+    ("tp_kills", "tp", 4, [hang(2, 30)], ["--hang-timeout", "2"], recovers(), "fenced by the heartbeat"),
+    ("tp_double_failure", "tp", 4, RANK_AND_BUDDY, ["--checkpoint-every", "10"], falls_back_to(20), "with checkpoints"),
+    ("tp_double_failure", "tp", 4, RANK_AND_BUDDY, [], state_lost(4), "no checkpoint"),
+]
+MP_FAULT_CASES = sorted({row[0] for row in MP_FAULT_RUNS})
 
 if case == "fault_free_matches_single_process":
     base, _ = run(1, *DIGITS)
@@ -398,54 +470,48 @@ elif case == "pp_fault_free_matches_single_process":
         shas.add(s["param_sha256"])
     check(len(shas) == 1, f"pp on 1..4 ranks: one SHA-256 ({len(shas)} distinct)")
 
-elif case == "pp_kills":
-    args = [*PP_MODEL, "--parallel", "pp", "--micro-batches", "4"]
-    base, _ = run(4, *args)
-    plans = [
-        ("kill rank 0 (first stage) at step 20", ["--inject", "kill:rank=0:step=20"]),
-        ("kill rank 3 (last stage) at step 41", ["--inject", "kill:rank=3:step=41"]),
-        ("kill rank 2 inside the allreduce of step 33, replicas every 5 steps",
-         ["--inject", "kill:rank=2:step=33:phase=allreduce", "--replicate-every", "5"]),
-        ("kill rank 1 at step 57 with 2 replicas", ["--inject", "kill:rank=1:step=57", "--replicas", "2"]),
-        ("kill rank 0 at step 20 and rank 2 inside that recovery (not buddies)",
-         ["--inject", "kill:rank=0:step=20", "--inject", "kill:rank=2:step=20:phase=recovery"]),
-        ("rank 2 hangs (SIGSTOP) at step 30, fenced by the heartbeat", ["--hang-timeout", "2", "--inject", "hang:rank=2:step=30"]),
-    ]
-    for what, inject in plans:
-        s, p = run(4, *args, *inject)
-        final = 4 - sum(1 for a in inject if a.startswith(("kill:", "hang:")))
-        check(s["world_size_final"] == final, f"{what}: world {s['world_size_initial']} -> {s['world_size_final']}")
-        check(rel(s["final_loss"], base["final_loss"]) < 0.02,
-              f"{what}: final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
-        # Rolled back to a complete copy and redone with the same batches: the same bits.
-        check(s["param_sha256"] == base["param_sha256"], f"{what}: SHA-256 equals the fault-free run's")
-        samples_exact(s, 6 * DIGITS_TRAIN, what)
-        check(len(s["recoveries"]) == 1 and f"re-partitioned over {final} ranks" in p.stderr, f"{what}: one recovery, re-partitioned")
-
-elif case in ("pp_double_failure", "tp_double_failure"):
-    # Rank 1 dies at step 25; its buddy (rank 2) dies inside that recovery: layer 1 (pp) or shard 1
-    # (tp) has no copy left.
-    mode = case[:2]
-    args = [*(PP_MODEL if mode == "pp" else TP_MODEL), "--parallel", mode]
-    lost_name = "layers 1" if mode == "pp" else "shard(s) 1"
-    base, _ = run(4, *args)
-    kills = ["--inject", "kill:rank=1:step=25", "--inject", "kill:rank=2:step=25:phase=recovery"]
-    with tempfile.TemporaryDirectory() as d:
-        ck = os.path.join(d, "ck")
-        s, p = run(4, *args, *kills, "--checkpoint-dir", ck, "--checkpoint-every", "10")
-        check("FALLING BACK TO CHECKPOINT" in p.stderr and "ckpt-0000000020" in p.stderr,
-              "rank + buddy lost: falls back to the step-20 checkpoint and says so: " +
-              next((l for l in p.stderr.splitlines() if "CHECKPOINT" in l), "(no line)")[:200])
-        check(s["world_size_final"] == 2, f"world 4 -> {s['world_size_final']}")
-        check(rel(s["final_loss"], base["final_loss"]) < 0.02,
-              f"final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
-        samples_exact(s, 6 * DIGITS_TRAIN, "after the checkpoint fallback")
-    cmd = [run_cmd, "-n", "4", train, "--quiet", *args, *kills]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    # Every survivor finds the state lost alike: a job-level error, agreed, exit 4.
-    check(p.returncode == 4 and "training state lost" in p.stderr and lost_name in p.stderr,
-          f"no checkpoint: exit {p.returncode} naming the lost {'layer' if mode == 'pp' else 'shard'}: " +
-          next((l for l in p.stderr.splitlines() if "lost" in l), "(no line)")[:200])
+elif case in MP_FAULT_CASES:
+    mode = MP[case[:2]]
+    bases = {}
+    for row_case, par, ranks, faults, flags, expected, note in MP_FAULT_RUNS:
+        if row_case != case:
+            continue
+        what = f"{par} on {ranks} ranks, " + " and ".join(describe(f) for f in faults) + (f" ({note})" if note else "")
+        if ranks not in bases:
+            bases[ranks], _ = run(ranks, *mode["args"])
+        base = bases[ranks]
+        inject = [a for f in faults for a in ("--inject", f)]
+        final = ranks - len(faults)
+        if expected[0] == "recovers":
+            s, p = run(ranks, *mode["args"], *flags, *inject)
+            check(s["world_size_final"] == final, f"{what}: world {s['world_size_initial']} -> {s['world_size_final']}")
+            check(rel(s["final_loss"], base["final_loss"]) < 0.02,
+                  f"{what}: final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
+            if expected[1]:
+                # Rolled back to a complete copy and redone with the same batches: the same bits.
+                check(s["param_sha256"] == base["param_sha256"], f"{what}: SHA-256 equals the fault-free run's")
+            samples_exact(s, 6 * DIGITS_TRAIN, what)
+            check(len(s["recoveries"]) == 1 and mode["resplit"].format(final) in p.stderr,
+                  f"{what}: one recovery, {mode['resplit'].format(final)}")
+        elif expected[0] == "falls back":
+            with tempfile.TemporaryDirectory() as d:
+                s, p = run(ranks, *mode["args"], *flags, *inject, "--checkpoint-dir", os.path.join(d, "ck"))
+            ckpt = f"ckpt-{expected[1]:010d}"
+            check("FALLING BACK TO CHECKPOINT" in p.stderr and ckpt in p.stderr,
+                  f"{what}: falls back to the step-{expected[1]} checkpoint and says so: " +
+                  next((l for l in p.stderr.splitlines() if "CHECKPOINT" in l), "(no line)")[:200])
+            check(s["world_size_final"] == final, f"{what}: world {s['world_size_initial']} -> {s['world_size_final']}")
+            check(rel(s["final_loss"], base["final_loss"]) < 0.02,
+                  f"{what}: final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
+            samples_exact(s, 6 * DIGITS_TRAIN, f"{what}: after the checkpoint fallback")
+        elif expected[0] == "lost":
+            # Every survivor finds the state lost alike: a job-level error, agreed, one exit status.
+            _, p = run(ranks, *mode["args"], *flags, *inject, expect_rc=None)
+            check(p.returncode == expected[1] and "training state lost" in p.stderr and mode["lost"] in p.stderr,
+                  f"{what}: exit {p.returncode} (expected {expected[1]}) naming the lost {mode['part']}: " +
+                  next((l for l in p.stderr.splitlines() if "lost" in l), "(no line)")[:200])
+        else:
+            sys.exit(f"unknown expected outcome {expected}")
 
 elif case == "tp_fault_free_matches_single_process":
     # Tensor parallel: each pair's output is a sum of per-rank partial GEMMs (allreduce), so the
@@ -463,27 +529,6 @@ elif case == "tp_fault_free_matches_single_process":
     _, p = run(3, "--dataset", "digits", "--layers", "64,64,10", "--parallel", "tp", "--steps", "2", expect_rc=2)
     check("hidden width 64 of layers 0-1" in p.stderr and "not divisible by 3" in p.stderr,
           "tp: width not divisible by the rank count refused: " + p.stderr.strip()[-160:])
-
-elif case == "tp_kills":
-    args = [*TP_MODEL, "--parallel", "tp"]
-    base, _ = run(4, *args)
-    plans = [
-        ("kill rank 0 at step 20", ["--inject", "kill:rank=0:step=20"]),
-        ("kill rank 3 (last) at step 41", ["--inject", "kill:rank=3:step=41"]),
-        ("kill rank 1 inside an allreduce of step 33, replicas every 5 steps",
-         ["--inject", "kill:rank=1:step=33:phase=allreduce", "--replicate-every", "5"]),
-        ("kill rank 0 at step 20 and rank 2 inside that recovery (not buddies)",
-         ["--inject", "kill:rank=0:step=20", "--inject", "kill:rank=2:step=20:phase=recovery"]),
-        ("rank 2 hangs (SIGSTOP) at step 30, fenced by the heartbeat", ["--hang-timeout", "2", "--inject", "hang:rank=2:step=30"]),
-    ]
-    for what, inject in plans:
-        s, p = run(4, *args, *inject)
-        final = 4 - sum(1 for a in inject if a.startswith(("kill:", "hang:")))
-        check(s["world_size_final"] == final, f"{what}: world {s['world_size_initial']} -> {s['world_size_final']}")
-        check(rel(s["final_loss"], base["final_loss"]) < 0.02,
-              f"{what}: final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
-        samples_exact(s, 6 * DIGITS_TRAIN, what)
-        check(len(s["recoveries"]) == 1 and f"re-split over {final} ranks" in p.stderr, f"{what}: one recovery, shards re-split")
 
 elif case == "mp_checkpoint_resume_and_log":
     # Checkpoints of pp/tp are in the dp format: resume across modes and rank counts.

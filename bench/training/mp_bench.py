@@ -3,7 +3,7 @@
 model and rank counts, state bytes per rank with and without replicas, and the recovery-time
 breakdown of one kill. Not a test (no pass/fail); run by hand:
 
-    tests/train/mp_bench.py BUILD_DIR [--repeat 3] [--sections throughput,memory,recovery]
+    bench/training/mp_bench.py BUILD_DIR [--repeat 3] [--sections throughput,memory,recovery]
 
 Every figure is the median over --repeat runs of FTCC_SUMMARY's samples_per_s (samples over the
 whole run's wall time, start-up included) or of the recovery event's phases.

@@ -1,0 +1,29 @@
+#include "ftcc/comm/mpi_types.hpp"
+
+#include "ftcc/base/error.hpp"
+
+namespace ftcc::comm {
+
+MPI_Datatype mpi_datatype(DType t) {
+  switch (t) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+  }
+  FTCC_CHECK(false) << "mpi_datatype: no MPI type for DType " << static_cast<int>(t);
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return MPI_SUM;
+    case ReduceOp::prod: return MPI_PROD;
+    case ReduceOp::min: return MPI_MIN;
+    case ReduceOp::max: return MPI_MAX;
+  }
+  FTCC_CHECK(false) << "mpi_op: no MPI operator for ReduceOp " << static_cast<int>(op);
+  return MPI_OP_NULL;
+}
+
+}  // namespace ftcc::comm
