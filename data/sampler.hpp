@@ -1,7 +1,7 @@
 // data/sampler.hpp: exactly-once data order for data-parallel training, including after the
 // world shrinks mid-epoch.
 //
-// Rules (see DESIGN.md "Exactly-once data"):
+// Rules (docs/training.md, "What it guarantees"):
 //  * An epoch is a permutation of the sample ids 0..N-1 that depends only on (seed, epoch):
 //    Fisher-Yates driven by Philox keyed with mix_seed(seed, epoch).
 //  * Global batch k of an epoch is positions [k B, min((k+1) B, N)) of that permutation. The last
