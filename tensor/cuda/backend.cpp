@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <cstring>
-#include <new>
 #include <string>
 
 #include "ftcc/base/error.hpp"
