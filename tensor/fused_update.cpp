@@ -3,10 +3,7 @@
 #include <cmath>
 
 #include "ftcc/base/error.hpp"
-#include "ftcc_config.hpp"
-#if FTCC_HAVE_CUDA
-#include "ftcc/tensor/cuda/kernels.hpp"
-#endif
+#include "ftcc/tensor/cuda/backend.hpp"
 
 namespace ftcc::tensor {
 
@@ -30,10 +27,8 @@ void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_
   const float* g = grad.data();
   float* buf = use_momentum ? momentum_buf.data() : nullptr;
   if (param.device() == Device::CUDA) {
-#if FTCC_HAVE_CUDA
-    cuda::sgd_step(n, p, g, buf, u.lr, u.momentum, u.dampening, u.weight_decay, u.nesterov, u.first_step);
+    cuda::backend().sgd_step(n, p, g, buf, u.lr, u.momentum, u.dampening, u.weight_decay, u.nesterov, u.first_step);
     return;
-#endif
   }
   for (std::int64_t i = 0; i < n; ++i) {
     float d = g[i];
@@ -55,11 +50,9 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& m_t, con
   float *p = param.data(), *m = m_t.data(), *v = v_t.data();
   const float* g = grad.data();
   if (param.device() == Device::CUDA) {
-#if FTCC_HAVE_CUDA
-    cuda::adam_step(n, p, g, m, v, u.lr, u.beta1, u.beta2, u.eps, u.weight_decay, u.decoupled, u.bias_correction1,
-                    u.bias_correction2, u.one_minus_beta1, u.one_minus_beta2);
+    cuda::backend().adam_step(n, p, g, m, v, u.lr, u.beta1, u.beta2, u.eps, u.weight_decay, u.decoupled,
+                              u.bias_correction1, u.bias_correction2, u.one_minus_beta1, u.one_minus_beta2);
     return;
-#endif
   }
   for (std::int64_t i = 0; i < n; ++i) {
     float pi = p[i], gi = g[i];

@@ -1,11 +1,8 @@
 #include "ftcc/tensor/kernels.hpp"
 
 #include "ftcc/base/error.hpp"
-#include "ftcc_config.hpp"
+#include "ftcc/tensor/cuda/backend.hpp"
 #include "ftcc/tensor/kernels_cpu.hpp"
-#if FTCC_HAVE_CUDA
-#include "ftcc/tensor/cuda/kernels.hpp"
-#endif
 
 namespace ftcc::tensor::kern {
 
@@ -18,33 +15,14 @@ void same_place(const Tensor& a, const Tensor& b, const char* op) {
                                        << device_name(b.device());
 }
 
-// Calls f.template operator()<T>(on_cuda) with T the element type of t.
+// Calls f.template operator()<T>(cu) with T the element type of t and cu the CUDA kernels for T
+// when t is on a CUDA device (nullptr on the CPU). Without a CUDA backend, cuda::backend() throws.
 template <class F>
 void dispatch(const Tensor& t, F&& f) {
-  bool on_cuda = t.device() == Device::CUDA;
-#if !FTCC_HAVE_CUDA
-  FTCC_CHECK(!on_cuda) << "this build has no CUDA";
-#endif
-  if (t.dtype() == DType::f32) f.template operator()<float>(on_cuda);
-  else f.template operator()<double>(on_cuda);
+  const bool on_cuda = t.device() == Device::CUDA;
+  if (t.dtype() == DType::f32) f.template operator()<float>(on_cuda ? &cuda::backend().kernels<float>() : nullptr);
+  else f.template operator()<double>(on_cuda ? &cuda::backend().kernels<double>() : nullptr);
 }
-
-#if FTCC_HAVE_CUDA
-#define FTCC_ON(cuda_call, cpu_call) \
-  do {                               \
-    if (on_cuda) {                   \
-      cuda_call;                     \
-    } else {                         \
-      cpu_call;                      \
-    }                                \
-  } while (0)
-#else
-#define FTCC_ON(cuda_call, cpu_call) \
-  do {                               \
-    (void)on_cuda;                   \
-    cpu_call;                        \
-  } while (0)
-#endif
 
 }  // namespace
 
@@ -62,10 +40,10 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
     same_place(a, *bias, "gemm bias");
     FTCC_CHECK(bias->numel() == n) << "gemm: bias has " << bias->numel() << " elements, expected " << n;
   }
-  dispatch(a, [&]<class T>(bool on_cuda) {
+  dispatch(a, [&]<class T>(const cuda::KernelTable<T>* cu) {
     const T* bp = bias ? bias->data_as<T>() : nullptr;
-    FTCC_ON(cuda::gemm<T>(trans_a, trans_b, m, n, k, a.data_as<T>(), b.data_as<T>(), c.data_as<T>(), bp, accumulate),
-            cpu::gemm<T>(trans_a, trans_b, m, n, k, a.data_as<T>(), b.data_as<T>(), c.data_as<T>(), bp, accumulate));
+    if (cu) cu->gemm(trans_a, trans_b, m, n, k, a.data_as<T>(), b.data_as<T>(), c.data_as<T>(), bp, accumulate);
+    else cpu::gemm<T>(trans_a, trans_b, m, n, k, a.data_as<T>(), b.data_as<T>(), c.data_as<T>(), bp, accumulate);
   });
 }
 
@@ -74,9 +52,9 @@ void binary(Binary op, const Tensor& a, const Tensor& b, const Tensor& out) {
   same_place(a, out, "binary op");
   FTCC_CHECK(a.numel() == b.numel() && a.numel() == out.numel()) << "binary op: sizes differ";
   int o = static_cast<int>(op);
-  dispatch(a, [&]<class T>(bool on_cuda) {
-    FTCC_ON(cuda::binary<T>(o, a.numel(), a.data_as<T>(), b.data_as<T>(), out.data_as<T>()),
-            cpu::binary<T>(o, a.numel(), a.data_as<T>(), b.data_as<T>(), out.data_as<T>()));
+  dispatch(a, [&]<class T>(const cuda::KernelTable<T>* cu) {
+    if (cu) cu->binary(o, a.numel(), a.data_as<T>(), b.data_as<T>(), out.data_as<T>());
+    else cpu::binary<T>(o, a.numel(), a.data_as<T>(), b.data_as<T>(), out.data_as<T>());
   });
 }
 
@@ -84,9 +62,9 @@ void add_rowvec(const Tensor& a, const Tensor& v, const Tensor& out) {
   same_place(a, v, "add_rowvec");
   std::int64_t cols = v.numel();
   std::int64_t rows = cols == 0 ? 0 : a.numel() / cols;
-  dispatch(a, [&]<class T>(bool on_cuda) {
-    FTCC_ON(cuda::add_rowvec<T>(rows, cols, a.data_as<T>(), v.data_as<T>(), out.data_as<T>()),
-            cpu::add_rowvec<T>(rows, cols, a.data_as<T>(), v.data_as<T>(), out.data_as<T>()));
+  dispatch(a, [&]<class T>(const cuda::KernelTable<T>* cu) {
+    if (cu) cu->add_rowvec(rows, cols, a.data_as<T>(), v.data_as<T>(), out.data_as<T>());
+    else cpu::add_rowvec<T>(rows, cols, a.data_as<T>(), v.data_as<T>(), out.data_as<T>());
   });
 }
 
@@ -94,53 +72,53 @@ void colsum(const Tensor& x, const Tensor& out, bool accumulate) {
   same_place(x, out, "colsum");
   std::int64_t cols = out.numel();
   std::int64_t rows = cols == 0 ? 0 : x.numel() / cols;
-  dispatch(x, [&]<class T>(bool on_cuda) {
-    FTCC_ON(cuda::colsum<T>(rows, cols, x.data_as<T>(), out.data_as<T>(), accumulate),
-            cpu::colsum<T>(rows, cols, x.data_as<T>(), out.data_as<T>(), accumulate));
+  dispatch(x, [&]<class T>(const cuda::KernelTable<T>* cu) {
+    if (cu) cu->colsum(rows, cols, x.data_as<T>(), out.data_as<T>(), accumulate);
+    else cpu::colsum<T>(rows, cols, x.data_as<T>(), out.data_as<T>(), accumulate);
   });
 }
 
 void axpy(double alpha, const Tensor& x, const Tensor& y) {
   same_place(x, y, "axpy");
   FTCC_CHECK(x.numel() == y.numel()) << "axpy: sizes differ: " << x.numel() << " vs " << y.numel();
-  dispatch(x, [&]<class T>(bool on_cuda) {
-    FTCC_ON(cuda::axpy<T>(x.numel(), T(alpha), x.data_as<T>(), y.data_as<T>()),
-            cpu::axpy<T>(x.numel(), T(alpha), x.data_as<T>(), y.data_as<T>()));
+  dispatch(x, [&]<class T>(const cuda::KernelTable<T>* cu) {
+    if (cu) cu->axpy(x.numel(), T(alpha), x.data_as<T>(), y.data_as<T>());
+    else cpu::axpy<T>(x.numel(), T(alpha), x.data_as<T>(), y.data_as<T>());
   });
 }
 
 void scale_copy(double alpha, const Tensor& x, const Tensor& out) {
   same_place(x, out, "scale_copy");
   FTCC_CHECK(x.numel() == out.numel()) << "scale_copy: sizes differ";
-  dispatch(x, [&]<class T>(bool on_cuda) {
-    FTCC_ON(cuda::scale_copy<T>(x.numel(), T(alpha), x.data_as<T>(), out.data_as<T>()),
-            cpu::scale_copy<T>(x.numel(), T(alpha), x.data_as<T>(), out.data_as<T>()));
+  dispatch(x, [&]<class T>(const cuda::KernelTable<T>* cu) {
+    if (cu) cu->scale_copy(x.numel(), T(alpha), x.data_as<T>(), out.data_as<T>());
+    else cpu::scale_copy<T>(x.numel(), T(alpha), x.data_as<T>(), out.data_as<T>());
   });
 }
 
 void unary_forward(Unary op, const Tensor& x, const Tensor& y) {
   same_place(x, y, "activation");
   int o = static_cast<int>(op);
-  dispatch(x, [&]<class T>(bool on_cuda) {
-    FTCC_ON(cuda::unary_forward<T>(o, x.numel(), x.data_as<T>(), y.data_as<T>()),
-            cpu::unary_forward<T>(o, x.numel(), x.data_as<T>(), y.data_as<T>()));
+  dispatch(x, [&]<class T>(const cuda::KernelTable<T>* cu) {
+    if (cu) cu->unary_forward(o, x.numel(), x.data_as<T>(), y.data_as<T>());
+    else cpu::unary_forward<T>(o, x.numel(), x.data_as<T>(), y.data_as<T>());
   });
 }
 
 void unary_backward(Unary op, const Tensor& y, const Tensor& gy, const Tensor& gx) {
   same_place(y, gy, "activation backward");
   int o = static_cast<int>(op);
-  dispatch(y, [&]<class T>(bool on_cuda) {
-    FTCC_ON(cuda::unary_backward<T>(o, y.numel(), y.data_as<T>(), gy.data_as<T>(), gx.data_as<T>()),
-            cpu::unary_backward<T>(o, y.numel(), y.data_as<T>(), gy.data_as<T>(), gx.data_as<T>()));
+  dispatch(y, [&]<class T>(const cuda::KernelTable<T>* cu) {
+    if (cu) cu->unary_backward(o, y.numel(), y.data_as<T>(), gy.data_as<T>(), gx.data_as<T>());
+    else cpu::unary_backward<T>(o, y.numel(), y.data_as<T>(), gy.data_as<T>(), gx.data_as<T>());
   });
 }
 
 void sum_all(const Tensor& x, const Tensor& out) {
   same_place(x, out, "sum");
-  dispatch(x, [&]<class T>(bool on_cuda) {
-    FTCC_ON(cuda::sum_all<T>(x.numel(), x.data_as<T>(), out.data_as<T>()),
-            *out.data_as<T>() = cpu::sum_all<T>(x.numel(), x.data_as<T>()));
+  dispatch(x, [&]<class T>(const cuda::KernelTable<T>* cu) {
+    if (cu) cu->sum_all(x.numel(), x.data_as<T>(), out.data_as<T>());
+    else *out.data_as<T>() = cpu::sum_all<T>(x.numel(), x.data_as<T>());
   });
 }
 
@@ -152,33 +130,33 @@ static void fill_host(std::int64_t n, T v, T* o) {
 
 void fill_from_scalar(const Tensor& s, double scale, const Tensor& out) {
   same_place(s, out, "fill_from_scalar");
-  dispatch(out, [&]<class T>(bool on_cuda) {
-    FTCC_ON(cuda::fill_from_scalar<T>(out.numel(), s.data_as<T>(), T(scale), out.data_as<T>()),
-            fill_host<T>(out.numel(), T(scale) * *s.data_as<T>(), out.data_as<T>()));
+  dispatch(out, [&]<class T>(const cuda::KernelTable<T>* cu) {
+    if (cu) cu->fill_from_scalar(out.numel(), s.data_as<T>(), T(scale), out.data_as<T>());
+    else fill_host<T>(out.numel(), T(scale) * *s.data_as<T>(), out.data_as<T>());
   });
 }
 
 void fill(const Tensor& out, double value) {
-  dispatch(out, [&]<class T>(bool on_cuda) {
-    FTCC_ON(cuda::fill<T>(out.numel(), T(value), out.data_as<T>()), fill_host<T>(out.numel(), T(value), out.data_as<T>()));
+  dispatch(out, [&]<class T>(const cuda::KernelTable<T>* cu) {
+    if (cu) cu->fill(out.numel(), T(value), out.data_as<T>());
+    else fill_host<T>(out.numel(), T(value), out.data_as<T>());
   });
 }
 
 void mse_forward(const Tensor& pred, const Tensor& target, const Tensor& out) {
   same_place(pred, target, "mse_loss");
-  dispatch(pred, [&]<class T>(bool on_cuda) {
-    FTCC_ON(cuda::mse_forward<T>(pred.numel(), pred.data_as<T>(), target.data_as<T>(), out.data_as<T>()),
-            *out.data_as<T>() = cpu::mse_forward<T>(pred.numel(), pred.data_as<T>(), target.data_as<T>()));
+  dispatch(pred, [&]<class T>(const cuda::KernelTable<T>* cu) {
+    if (cu) cu->mse_forward(pred.numel(), pred.data_as<T>(), target.data_as<T>(), out.data_as<T>());
+    else *out.data_as<T>() = cpu::mse_forward<T>(pred.numel(), pred.data_as<T>(), target.data_as<T>());
   });
 }
 
 void mse_backward(const Tensor& pred, const Tensor& target, const Tensor& grad_out, const Tensor& grad_pred) {
   same_place(pred, target, "mse_loss backward");
-  dispatch(pred, [&]<class T>(bool on_cuda) {
-    FTCC_ON(cuda::mse_backward<T>(pred.numel(), pred.data_as<T>(), target.data_as<T>(), grad_out.data_as<T>(),
-                                  grad_pred.data_as<T>()),
-            cpu::mse_backward<T>(pred.numel(), pred.data_as<T>(), target.data_as<T>(), *grad_out.data_as<T>(),
-                                 grad_pred.data_as<T>()));
+  dispatch(pred, [&]<class T>(const cuda::KernelTable<T>* cu) {
+    const T *p = pred.data_as<T>(), *t = target.data_as<T>(), *g = grad_out.data_as<T>();
+    if (cu) cu->mse_backward(pred.numel(), p, t, g, grad_pred.data_as<T>());
+    else cpu::mse_backward<T>(pred.numel(), p, t, *g, grad_pred.data_as<T>());
   });
 }
 

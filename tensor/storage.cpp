@@ -5,8 +5,7 @@
 #include <new>
 
 #include "ftcc/base/error.hpp"
-#include "ftcc_config.hpp"
-#include "ftcc/tensor/cuda/runtime.hpp"
+#include "ftcc/tensor/cuda/backend.hpp"
 
 namespace ftcc::tensor {
 
@@ -19,15 +18,16 @@ Storage::Storage(std::size_t bytes, Device device) : bytes_(bytes), device_(devi
     data_ = std::aligned_alloc(64, rounded);
     if (data_ == nullptr) throw std::bad_alloc();
   } else {
-    data_ = cuda::device_alloc(bytes == 0 ? 1 : bytes);
+    data_ = cuda::backend().device_alloc(bytes == 0 ? 1 : bytes);
   }
 }
 
 Storage::~Storage() {
   if (device_ == Device::CPU) {
     std::free(data_);
-  } else {
-    cuda::device_free(data_);
+  } else if (const cuda::Backend* b = cuda::find_backend()) {
+    // A CUDA buffer was allocated through a backend, and a backend is never unloaded.
+    b->device_free(data_);
   }
 }
 
@@ -37,9 +37,14 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std:
     std::memcpy(dst, src, bytes);
     return;
   }
-  cuda::copy(dst, dst_dev == Device::CUDA, src, src_dev == Device::CUDA, bytes);
+  cuda::backend().copy(dst, dst_dev == Device::CUDA, src, src_dev == Device::CUDA, bytes);
 }
 
-bool cuda_available() { return cuda::device_count() > 0; }
+int cuda_device_count() noexcept {
+  const cuda::Backend* b = cuda::find_backend();
+  return b != nullptr ? b->device_count() : 0;
+}
+
+bool cuda_available() noexcept { return cuda_device_count() > 0; }
 
 }  // namespace ftcc::tensor

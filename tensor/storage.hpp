@@ -2,7 +2,8 @@
 //
 // Tensors and their views hold a Storage through a shared_ptr, so a row slice keeps the whole
 // buffer alive and writes through a view are seen by every other view. CPU buffers are 64-byte
-// aligned (Eigen's vector loads, cache lines); CUDA buffers come from cudaMalloc.
+// aligned (Eigen's vector loads, cache lines); CUDA buffers come from cudaMalloc, reached through
+// the CUDA backend (tensor/cuda/backend.hpp), which throws ftcc::Error when there is none.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +32,10 @@ class Storage {
 // Copies `bytes` between any two devices (host<->device, device<->device, host<->host).
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std::size_t bytes);
 
-// True when this build has CUDA and at least one device answers; never throws.
-bool cuda_available();
+// Usable CUDA devices: 0 when the build has no CUDA, when libftcc_cuda.so is not found
+// (tensor/cuda/backend.hpp), or when no driver or device answers. Never throws.
+int cuda_device_count() noexcept;
+// cuda_device_count() > 0.
+bool cuda_available() noexcept;
 
 }  // namespace ftcc::tensor

@@ -3,7 +3,8 @@
 // kernel has its CPU reference next to it; the test tests/engine/cuda_kernels_test.cpp compares
 // the two. Every launch is checked with file:line (tensor/cuda/check.cuh) and throws ftcc::Error.
 //
-// Only compiled when the build has CUDA (FTCC_HAVE_CUDA).
+// Defined in libftcc_cuda.so (builds with CUDA only); libftcc reaches them through the table of
+// tensor/cuda/backend.hpp, a program that calls them directly links libftcc_cuda.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,8 @@
 // tensor/cuda/runtime.hpp: the few CUDA runtime services the host code needs (allocation, copies,
 // synchronisation, device count), callable from plain C++ translation units.
 //
-// Implemented in runtime.cu when the build has CUDA and in runtime_stub.cpp otherwise; the stub
-// throws ftcc::Error for every call except device_count() (0), so CPU-only builds link and GPU
-// tests can skip.
+// Implemented in runtime.cu, part of libftcc_cuda.so (only in builds with CUDA). libftcc reaches
+// these through tensor/cuda/backend.hpp; a program that calls them directly links libftcc_cuda.
 #pragma once
 
 #include <cstddef>

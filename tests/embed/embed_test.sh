@@ -3,12 +3,26 @@
 # Installs the build into a scratch folder as a user without root would (DESTDIR; ftcc.pc is
 # relocatable, so pkg-config finds the prefix from where the .pc file lies), compiles EXAMPLE.cpp
 # with the MPI's wrapper and `pkg-config --cflags --libs ftcc` alone, and runs it on 3 ranks.
+# It also checks that CUDA stays out of libftcc (NEEDED, ftcc.pc, libftcc.a), that libftcc_cuda.so
+# is installed beside libftcc when the build has CUDA, and that a CPU-only program built against
+# libftcc.so or libftcc.a finds it there, or says clearly why not (tests/embed/embed_cuda_probe.cpp).
 # Then the same for every code block of docs/*.md that claims to be a whole program: a ```cpp
 # block whose first line is `// docs example (run: N ranks, expect: TEXT)` is built the same
 # way, run under tools/ftcc-run on N ranks (the program injects its own faults), and must exit 0
 # and print TEXT.
 set -euo pipefail
 build=$1 src=$2 run=$3
+# meson test puts the build folder's libraries on LD_LIBRARY_PATH; a user's program must run on the
+# installed ones alone, so those entries go.
+build_abs=$(cd "$build" && pwd -P)
+keep=
+IFS=: read -ra entries <<<"${LD_LIBRARY_PATH:-}"
+for e in "${entries[@]}"; do
+  [ -n "$e" ] || continue
+  case $(cd "$e" 2>/dev/null && pwd -P) in "$build_abs" | "$build_abs"/*) continue ;; esac
+  keep=${keep:+$keep:}$e
+done
+if [ -n "$keep" ]; then export LD_LIBRARY_PATH=$keep; else unset LD_LIBRARY_PATH; fi
 tmp=$(mktemp -d /tmp/ftcc-embed.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 DESTDIR=$tmp meson install -C "$build" --no-rebuild --quiet >/dev/null
@@ -26,6 +40,78 @@ inc=$(dirname "$(find "$tmp" -path '*/include/ftcc/ftcc.hpp' | head -n 1)")
 bad=$(grep -rhoE '#include "[a-z_]+/[a-z_]+\.hpp"' "$inc" | grep -v '"ftcc/' || true)
 [ -z "$bad" ] || { echo "embed_test: installed headers include names outside ftcc/: $bad" >&2; exit 1; }
 libdir=$(pkg-config --variable=libdir ftcc)
+fail() { echo "embed_test: $*" >&2; exit 1; }
+
+# CUDA lives in libftcc_cuda.so alone: libftcc.so needs no CUDA library, ftcc.pc names none (with or
+# without --static), and libftcc.a calls no CUDA function, so a CPU-only program links none.
+so=$libdir/libftcc.so
+[ -f "$so" ] && [ -f "$libdir/libftcc.a" ] || fail "libftcc.so and libftcc.a are not both in $libdir"
+cuda_needed=$(readelf -d "$so" | grep NEEDED | grep -E 'libcuda|libcublas|libnv' || true)
+[ -z "$cuda_needed" ] || fail "libftcc.so needs CUDA libraries: $cuda_needed"
+! grep -qi cuda "$pc" || fail "ftcc.pc mentions CUDA: $(grep -i cuda "$pc")"
+! pkg-config --libs --static ftcc | grep -qi cuda || fail "pkg-config --libs --static ftcc names CUDA: $(pkg-config --libs --static ftcc)"
+cuda_calls=$(nm -u "$libdir/libftcc.a" 2>/dev/null | grep -E ' (cuda[A-Z]|cublas|__cuda)' | sort -u || true)
+[ -z "$cuda_calls" ] || fail "libftcc.a calls CUDA itself: $cuda_calls"
+have_cuda=0
+grep -q '^#define FTCC_HAVE_CUDA 1' "$build/ftcc_config.hpp" && have_cuda=1
+if [ "$have_cuda" = 1 ]; then
+  [ -f "$libdir/libftcc_cuda.so" ] || fail "the build has CUDA but libftcc_cuda.so is not installed next to libftcc.so ($libdir)"
+  ! readelf -d "$libdir/libftcc_cuda.so" | grep NEEDED | grep -q 'libftcc\.so' ||
+    fail "libftcc_cuda.so needs libftcc.so (a program with libftcc.a linked in would get a second libftcc)"
+fi
+echo "embed_test: no CUDA library in libftcc.so, ftcc.pc or libftcc.a (build with CUDA: $have_cuda)"
+
+# probe NAME [env...]: runs the CUDA probe, prints its lines; sets origin, devices, tensor.
+probe() {
+  local name=$1
+  shift
+  env "$@" "$tmp/$name" >"$tmp/$name.out" || fail "$name exited $?: $(cat "$tmp/$name.out")"
+  sed "s/^/embed_test: $name: /" "$tmp/$name.out"
+  origin=$(sed -n 's/^origin: //p' "$tmp/$name.out")
+  devices=$(sed -n 's/^devices: //p' "$tmp/$name.out")
+  tensor=$(sed -n 's/^cuda tensor: //p' "$tmp/$name.out")
+}
+# expect_found: the backend is the installed libftcc_cuda.so; without a device a CUDA tensor gives
+# CUDA's own error, with one it works.
+expect_found() {
+  [ "$(realpath -m "$origin")" = "$(realpath "$libdir/libftcc_cuda.so")" ] ||
+    fail "$1: expected the backend from $libdir/libftcc_cuda.so, got: $origin"
+  if [ "$devices" = 0 ]; then
+    case $tensor in "error: "*"CUDA call failed"*) ;; *) fail "$1: no device, yet the CUDA tensor gave: $tensor" ;; esac
+  else
+    [ "$tensor" = "ok 1.5" ] || fail "$1: $devices device(s), yet the CUDA tensor gave: $tensor"
+  fi
+}
+# expect_missing TEXT: no backend; the device count is 0 and the CUDA tensor error is the text that
+# backend_origin() gives, which contains TEXT.
+expect_missing() {
+  [ "$devices" = 0 ] || fail "$2: no backend, yet $devices device(s)"
+  case $origin in *"$1"*) ;; *) fail "$2: expected '$1' in: $origin" ;; esac
+  [ "$tensor" = "error: $origin" ] || fail "$2: the CUDA tensor error is not the backend's reason: $tensor"
+}
+probe_src=$(dirname "$0")/embed_cuda_probe.cpp
+mpicxx -std=c++20 -O1 "$probe_src" $flags -Wl,-rpath,"$libdir" -o "$tmp/cuda_probe_shared"
+static_flags=$(pkg-config --cflags --libs --static ftcc | sed 's/-lftcc\b/-l:libftcc.a/')
+mpicxx -std=c++20 -O1 "$probe_src" $static_flags -o "$tmp/cuda_probe_static"
+! readelf -d "$tmp/cuda_probe_static" | grep NEEDED | grep -qE 'libftcc|libcuda|libcublas' ||
+  fail "the libftcc.a probe needs $(readelf -d "$tmp/cuda_probe_static" | grep NEEDED | grep -E 'libftcc|libcuda|libcublas')"
+probe cuda_probe_shared
+if [ "$have_cuda" = 1 ]; then
+  expect_found cuda_probe_shared  # next to libftcc.so, found through dladdr
+  # libftcc.a inside the program: nothing beside the executable, so by the dlopen search.
+  probe cuda_probe_static
+  case $origin in
+    "CUDA tensors need libftcc_cuda.so"*) expect_missing "dlopen(\"libftcc_cuda.so\") said: " cuda_probe_static ;;
+    *) echo "embed_test: note: this machine's search path has a libftcc_cuda.so ($origin); engine_cuda_backend_none checks the case without" ;;
+  esac
+  probe cuda_probe_static LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  expect_found "cuda_probe_static with LD_LIBRARY_PATH"
+else
+  expect_missing "built without" cuda_probe_shared
+  probe cuda_probe_static
+  expect_missing "built without" cuda_probe_static
+fi
+
 # The user's own -std (newer than ftcc's minimum) must stay in force.
 echo "embed_test: mpicxx -std=c++23 example.cpp $flags"
 mpicxx -std=c++23 -O1 "$src" $flags -Wl,-rpath,"$libdir" -o "$tmp/embed_example"
