@@ -1,20 +1,35 @@
 #include "ftcc/comm/allreduce_async.hpp"
 
 #include <atomic>
+#include <condition_variable>
 #include <exception>
-#include <thread>
+#include <mutex>
 
 #include "ftcc/comm/algorithms.hpp"
 #include "ftcc/comm/device_staging.hpp"
+#include "ftcc/comm/progress_thread.hpp"
 
 namespace ftcc::comm {
 
 struct AllreduceRequest::State {
   std::unique_ptr<Transport> transport;
   Scratch scratch;
-  std::thread worker;
-  std::atomic<bool> done{false};
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
   std::exception_ptr error;
+  void finish(std::exception_ptr e) {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      error = std::move(e);
+      done = true;
+    }
+    cv.notify_all();
+  }
+  void await() {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return done; });
+  }
 };
 
 namespace {
@@ -42,6 +57,7 @@ AllreduceRequest allreduce_async(Communicator& comm, const void* send, void* rec
   const FaultHook* hook = comm.fault_hook();
   if (!send) send = recv;
   auto body = [st, tag, timeout, hook, algo, send, recv, count, dtype, op, o] {
+    std::exception_ptr error;
     try {
       OpContext ctx(*st->transport, tag, timeout, detail::allreduce_op_name(algo), hook, st->scratch);
       const std::size_t bytes = count * dtype_size(dtype);
@@ -49,12 +65,12 @@ AllreduceRequest allreduce_async(Communicator& comm, const void* send, void* rec
         detail::allreduce_run(ctx, algo, s ? s : r, r, count, dtype, op, o);
       });
     } catch (...) {
-      st->error = std::current_exception();
+      error = std::current_exception();
     }
-    st->done.store(true, std::memory_order_release);
+    st->finish(error);
   };
   if (comm.raw() == MPI_COMM_NULL || mpi_thread_multiple())
-    st->worker = std::thread(body);
+    comm.progress().post(std::move(body));
   else
     body();
   return req;
@@ -64,26 +80,29 @@ AllreduceRequest::AllreduceRequest(AllreduceRequest&&) noexcept = default;
 
 AllreduceRequest& AllreduceRequest::operator=(AllreduceRequest&& o) noexcept {
   if (this != &o) {
-    if (state_ && state_->worker.joinable()) state_->worker.join();
+    if (state_) state_->await();
     state_ = std::move(o.state_);
   }
   return *this;
 }
 
 AllreduceRequest::~AllreduceRequest() {
-  if (state_ && state_->worker.joinable()) state_->worker.join();
+  if (state_) state_->await();
 }
 
 bool AllreduceRequest::test() {
   if (!state_) return true;
-  if (!state_->done.load(std::memory_order_acquire)) return false;
+  {
+    std::lock_guard<std::mutex> lock(state_->m);
+    if (!state_->done) return false;
+  }
   wait();
   return true;
 }
 
 void AllreduceRequest::wait() {
   if (!state_) return;
-  if (state_->worker.joinable()) state_->worker.join();
+  state_->await();
   std::exception_ptr e = state_->error;
   state_.reset();
   if (e) std::rethrow_exception(e);

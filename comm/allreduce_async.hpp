@@ -7,9 +7,11 @@
 //
 // The operation takes its tag (sequence number) when started, so all ranks must start their
 // collectives on `comm` in the same order, blocking and nonblocking alike; they may complete in
-// any order. It runs on a worker thread over its own clone of the transport and its own scratch,
-// so `comm` stays usable meanwhile (MPI must provide MPI_THREAD_MULTIPLE; with less, the
-// operation runs to completion inside allreduce_async, which is correct but does not overlap).
+// any order. It runs on the communicator's progress thread (comm/progress_thread.hpp: one per
+// Communicator, operations in the order they were started) over its own clone of the transport and its own scratch, so `comm`
+// stays usable meanwhile (MPI must provide MPI_THREAD_MULTIPLE; with less, the operation runs to
+// completion inside allreduce_async, which is correct but does not overlap). An operation that
+// waits on a dead or hung peer holds the ones started after it: its deadline bounds the wait.
 // The buffers must stay valid and untouched until wait() or test() reports completion.
 // The destructor of a request not waited for waits (bounded by the operation's deadline) and
 // drops any error.

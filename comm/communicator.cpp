@@ -1,4 +1,5 @@
 #include "ftcc/comm/communicator.hpp"
+#include "ftcc/comm/progress_thread.hpp"
 
 #include <atomic>
 
@@ -108,7 +109,8 @@ Communicator::Communicator(Communicator&& o) noexcept
       timeout_s_(o.timeout_s_),
       seq_(o.seq_),
       tag_span_(o.tag_span_),
-      hook_(std::move(o.hook_)) {
+      hook_(std::move(o.hook_)),
+      progress_(std::move(o.progress_)) {
   o.comm_ = MPI_COMM_NULL;
   o.owned_ = false;
 }
@@ -122,10 +124,16 @@ Communicator& Communicator::operator=(Communicator&& o) noexcept {
 }
 
 Communicator::~Communicator() {
+  progress_.reset();   // runs what is still queued (ends at once on a revoked communicator), joins
   transport_.reset();  // abandons anything still outstanding before the communicator goes
   int finalized = 0;
   MPI_Finalized(&finalized);  // a Communicator that outlives MPI_Finalize must not touch MPI
   if (owned_ && comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+}
+
+detail::ProgressThread& Communicator::progress() {
+  if (!progress_) progress_ = std::make_unique<detail::ProgressThread>();
+  return *progress_;
 }
 
 void Communicator::set_timeout_s(double seconds) {

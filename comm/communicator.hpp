@@ -39,6 +39,10 @@
 
 namespace ftcc::comm {
 
+namespace detail {
+class ProgressThread;  // comm/progress_thread.hpp
+}
+
 using FaultHook = std::function<void(const char* op, int step)>;
 
 // FTCC_COMM_TIMEOUT_S if set (seconds, > 0), else 300.
@@ -146,6 +150,8 @@ class Communicator {
   Scratch& scratch() { return *scratch_; }
   // Tags in flight are unique only within a window of this many collectives.
   int collective_tag_span() const { return tag_span_; }
+  // The thread of this communicator's nonblocking collectives (started on first use).
+  detail::ProgressThread& progress();
 
  private:
   friend class P2PRequest;
@@ -160,6 +166,7 @@ class Communicator {
   std::uint64_t seq_ = 0;
   int tag_span_ = 1;
   FaultHook hook_;
+  std::unique_ptr<detail::ProgressThread> progress_;
 };
 
 }  // namespace ftcc::comm
