@@ -59,6 +59,14 @@ void run_backward(const Tensor& root, const Tensor& seed) {
 
   std::unordered_map<TensorImpl*, Tensor> grads;
   grads[root.impl()] = seed;
+  // Leaves with a gradient hook: how many edges of the graph lead to them. Nodes may accumulate a
+  // leaf's gradient in place (ops.cpp) or return it; either way the hook runs once the last edge
+  // has delivered, never before (an edge of a node off the gradient's path never delivers: no hook).
+  std::unordered_map<TensorImpl*, int> remaining;
+  for (TensorImpl* t : order)
+    if (t->grad_fn)
+      for (const Tensor& in : t->grad_fn->inputs)
+        if (in.requires_grad() && in.is_leaf() && in.impl()->grad && in.impl()->grad_hook) ++remaining[in.impl()];
   NoGradGuard no_grad;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     TensorImpl* t = *it;
@@ -67,7 +75,10 @@ void run_backward(const Tensor& root, const Tensor& seed) {
     Tensor grad = g->second;
     grads.erase(g);
     if (t->grad_fn == nullptr) {
-      if (t->grad) kern::axpy(1.0, grad, Tensor(t->grad));
+      if (t->grad) {
+        kern::axpy(1.0, grad, Tensor(t->grad));
+        if (t->grad_hook && !remaining.count(t)) t->grad_hook();  // the root itself
+      }
       continue;
     }
     Node* node = t->grad_fn.get();
@@ -87,6 +98,17 @@ void run_backward(const Tensor& root, const Tensor& seed) {
         kern::axpy(1.0, in_grads[i], sum);
         pos->second = sum;
       }
+    }
+    for (const Tensor& in : node->inputs) {
+      auto r = remaining.find(in.impl());
+      if (r == remaining.end() || --r->second > 0) continue;
+      // Every edge to this leaf has delivered: add what was returned, then tell the hook.
+      if (auto pending = grads.find(in.impl()); pending != grads.end()) {
+        kern::axpy(1.0, pending->second, Tensor(in.impl()->grad));
+        grads.erase(pending);
+      }
+      remaining.erase(r);  // once, even when the node takes this leaf twice
+      in.impl()->grad_hook();
     }
   }
 }

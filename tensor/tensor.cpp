@@ -158,6 +158,22 @@ Tensor Tensor::reshape(const Shape& shape) const {
   v->requires_grad = false;
   v->grad.reset();
   v->grad_fn.reset();
+  v->grad_hook = nullptr;
+  return Tensor(std::move(v));
+}
+
+Tensor Tensor::view(std::int64_t offset, const Shape& shape) const {
+  check_defined("view()");
+  const std::int64_t n = shape_numel(shape);
+  FTCC_CHECK(offset >= 0 && n <= numel() - offset)
+      << "view of " << n << " elements at " << offset << " in a tensor of " << numel();
+  auto v = std::make_shared<TensorImpl>(*impl_);
+  v->offset = impl_->offset + offset;
+  v->shape = shape;
+  v->requires_grad = false;
+  v->grad.reset();
+  v->grad_fn.reset();
+  v->grad_hook = nullptr;
   return Tensor(std::move(v));
 }
 
@@ -232,6 +248,22 @@ Tensor Tensor::grad() const { return impl_ && impl_->grad ? Tensor(impl_->grad) 
 
 void Tensor::zero_grad() const {
   if (impl_ && impl_->grad) kern::fill(Tensor(impl_->grad), 0.0);
+}
+
+void Tensor::set_grad_buffer(const Tensor& buffer) const {
+  check_defined("set_grad_buffer()");
+  FTCC_CHECK(is_leaf() && impl_->grad) << "set_grad_buffer on a tensor that is not a leaf requiring grad";
+  FTCC_CHECK(buffer.shape() == shape() && buffer.dtype() == dtype() && buffer.device() == device())
+      << "set_grad_buffer: buffer " << shape_str(buffer.shape()) << " " << dtype_name(buffer.dtype()) << " for a "
+      << shape_str(shape()) << " " << dtype_name(dtype()) << " tensor (or another device)";
+  buffer.copy_(Tensor(impl_->grad));
+  impl_->grad = buffer.impl_ptr();
+}
+
+void Tensor::set_grad_hook(std::function<void()> hook) const {
+  check_defined("set_grad_hook()");
+  FTCC_CHECK(is_leaf() && impl_->grad) << "set_grad_hook on a tensor that is not a leaf requiring grad";
+  impl_->grad_hook = std::move(hook);
 }
 
 void Tensor::backward() const {

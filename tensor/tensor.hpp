@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -36,6 +37,7 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;  // leaves only; same shape, dtype and device
   std::shared_ptr<Node> grad_fn;     // set on op outputs that require grad
+  std::function<void()> grad_hook;   // leaves only: run_backward calls it after accumulating into grad
 };
 
 class Tensor {
@@ -73,6 +75,9 @@ class Tensor {
   Tensor rows(std::int64_t begin, std::int64_t end) const;
   // Same storage, new shape with the same numel; not differentiable (use on data, not graphs).
   Tensor reshape(const Shape& shape) const;
+  // Elements [offset, offset + numel(shape)) of this tensor, as a tensor of `shape` sharing its
+  // storage; not differentiable. Throws when the range is outside this tensor.
+  Tensor view(std::int64_t offset, const Shape& shape) const;
   Tensor to(Device device) const;
   Tensor to(DType dtype) const;
   Tensor clone() const;   // deep copy, same device and dtype, detached from the graph
@@ -92,6 +97,13 @@ class Tensor {
   bool is_leaf() const;
   Tensor grad() const;  // undefined for non-leaves and tensors that do not require grad
   void zero_grad() const;
+  // Makes `buffer` (same shape, dtype and device; usually a view into one arena) this leaf's
+  // gradient buffer from now on, with the current gradient copied into it. Throws otherwise.
+  void set_grad_buffer(const Tensor& buffer) const;
+  // `hook` runs each time a backward pass has added this leaf's gradient (once per backward: the
+  // contributions of one pass are summed first); an empty function removes it. For gradient
+  // buckets that are reduced while the backward pass goes on (train/gradient_reducer.hpp).
+  void set_grad_hook(std::function<void()> hook) const;
   // Reverse pass from this one-element tensor, seeded with 1.
   void backward() const;
 

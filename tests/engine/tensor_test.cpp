@@ -79,6 +79,49 @@ TEST(Autograd, GradientsAccumulateAndZeroGradKeepsTheBuffer) {
   for (float g : w.grad().to_vector()) EXPECT_EQ(g, 0.0f);
 }
 
+// The gradient arena of train/gradient_reducer.hpp: views into one buffer become the gradient
+// buffers, backward accumulates into them, and each leaf's hook runs once per backward.
+TEST(Autograd, GradientBuffersInOneArenaAndHooks) {
+  Tensor arena = Tensor::zeros({10});
+  Tensor w = test::random_tensor({3, 2}, 1, -1, 1, DType::f32), b = test::random_tensor({2}, 3, -1, 1, DType::f32);
+  w.requires_grad_();
+  b.requires_grad_();
+  Tensor x = test::random_tensor({4, 3}, 2, -1, 1, DType::f32);
+  sum(add(matmul(x, w), b)).backward();
+  const std::vector<float> before = w.grad().to_vector();
+  w.set_grad_buffer(arena.view(2, {3, 2}));  // the current gradient moves along
+  b.set_grad_buffer(arena.view(8, {2}));
+  EXPECT_EQ(w.grad().data(), arena.data() + 2);
+  EXPECT_EQ(w.grad().to_vector(), before);
+  int w_hooks = 0, b_hooks = 0;
+  w.set_grad_hook([&] { ++w_hooks; });
+  b.set_grad_hook([&] { ++b_hooks; });
+  sum(add(matmul(x, w), b)).backward();
+  EXPECT_EQ(w_hooks, 1);
+  EXPECT_EQ(b_hooks, 1);
+  const std::vector<float> all = arena.to_vector();
+  for (std::size_t i = 0; i < before.size(); ++i) EXPECT_FLOAT_EQ(all[2 + i], 2 * before[i]);
+  EXPECT_EQ(all[0], 0.0f);  // outside every view: untouched
+  EXPECT_EQ(all[1], 0.0f);
+  w.zero_grad();
+  for (std::size_t i = 2; i < 8; ++i) EXPECT_EQ(arena.to_vector()[i], 0.0f);
+  // A leaf taken twice by one graph: one hook call, after both contributions.
+  float seen = 0;
+  w.set_grad_hook([&] { ++w_hooks; seen = w.grad().to_vector()[0]; });
+  w.zero_grad();
+  sum(add(matmul(x, w), matmul(x, w))).backward();
+  EXPECT_EQ(w_hooks, 2);
+  EXPECT_FLOAT_EQ(seen, 2 * before[0]);
+  w.set_grad_hook(nullptr);
+  sum(matmul(x, w)).backward();
+  EXPECT_EQ(w_hooks, 2);
+  // Views stay inside their tensor; a buffer must match the leaf; only leaves take one.
+  EXPECT_THROW(arena.view(8, {3}), InvalidArgument);
+  EXPECT_THROW(w.set_grad_buffer(arena.view(0, {2, 3})), InvalidArgument);
+  EXPECT_THROW(matmul(x, w).set_grad_buffer(arena.view(0, {4, 2})), InvalidArgument);
+  EXPECT_FALSE(arena.view(0, {2}).requires_grad());
+}
+
 TEST(Autograd, NoGradGuardRecordsNothing) {
   Tensor w = Tensor::zeros({2, 2});
   w.requires_grad_();
