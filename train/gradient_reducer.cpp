@@ -8,14 +8,44 @@
 #include "ftcc/train/exact_sum.hpp"
 
 namespace ftcc::train {
+namespace {
+// Every gradient starts on a 64-byte boundary of the arena: the kernels' vector loads and stores
+// then see the same alignment as in a buffer of its own (and their results the same bits).
+constexpr std::size_t kAlignFloats = 64 / sizeof(float);
+std::size_t padded(std::size_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+}  // namespace
 
-GradientReducer::GradientReducer(nn::NamedTensors grads, std::size_t bucket_bytes) : grads_(std::move(grads)) {
-  numel_ = static_cast<std::size_t>(nn::total_numel(grads_));
-  flat_.resize(numel_);
-  fixed_.resize(numel_);
+GradientReducer::GradientReducer(const nn::NamedTensors& params, std::size_t bucket_bytes) : params_(params) {
+  FTCC_CHECK(!params_.empty()) << "GradientReducer: no parameters";
+  const tensor::Device dev = params_.front().second.device();
+  for (const auto& [name, p] : params_) {
+    FTCC_CHECK(p.requires_grad() && p.grad().defined() && p.dtype() == tensor::DType::f32 && p.device() == dev)
+        << "GradientReducer: parameter '" << name << "' is not a float32 leaf requiring grad on the first one's device";
+    numel_ += padded(static_cast<std::size_t>(p.numel()));
+  }
+  arena_ = tensor::Tensor::zeros({static_cast<std::int64_t>(numel_)}, tensor::DType::f32, dev);
+  // Reverse parameter order: the last layer's gradients (backward's first) open the arena.
   const std::size_t per_bucket = std::max<std::size_t>(1, bucket_bytes / sizeof(float));
-  for (std::size_t b = 0; b < numel_; b += per_bucket) bucket_begin_.push_back(b);
-  if (bucket_begin_.empty()) bucket_begin_.push_back(0);
+  std::size_t at = 0;
+  for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
+    const auto& p = it->second;
+    const auto n = padded(static_cast<std::size_t>(p.numel()));
+    // A new bucket when this tensor would overfill a bucket that already holds something.
+    if (bucket_begin_.empty() || (at > bucket_begin_.back() && at - bucket_begin_.back() + n > per_bucket)) {
+      bucket_begin_.push_back(at);
+      tensors_in_bucket_.push_back(0);
+    }
+    p.set_grad_buffer(arena_.view(static_cast<std::int64_t>(at), p.shape()));
+    ++tensors_in_bucket_.back();
+    const std::size_t bucket = bucket_begin_.size() - 1;
+    p.set_grad_hook([this, bucket] { ready(bucket); });
+    at += n;
+  }
+  pending_.assign(buckets(), 0);
+}
+
+GradientReducer::~GradientReducer() {
+  for (const auto& [name, p] : params_) p.set_grad_hook(nullptr);
 }
 
 std::size_t GradientReducer::bucket_size(std::size_t b) const {
@@ -23,20 +53,75 @@ std::size_t GradientReducer::bucket_size(std::size_t b) const {
   return end - bucket_begin_[b];
 }
 
-std::vector<float> GradientReducer::snapshot() const { return nn::flatten_f32(grads_); }
+void GradientReducer::begin_overlap(comm::Communicator& comm) {
+  // A step that ended by an exception between begin and finish left its buckets: end them first.
+  for (auto& r : inflight_) {
+    try {
+      r.wait();
+    } catch (...) {  // that step is being redone; its error was (or will be) reported by its own path
+    }
+  }
+  inflight_.clear();
+  comm_ = &comm;
+  pending_ = tensors_in_bucket_;
+  next_ = 0;
+}
+
+void GradientReducer::ready(std::size_t bucket) {
+  if (comm_ == nullptr || pending_[bucket] <= 0) return;  // not overlapping (sum, exact_sum, snapshots)
+  --pending_[bucket];
+  start_ready();
+}
+
+void GradientReducer::start_ready() {
+  float* base = arena_.data();
+  while (next_ < buckets() && pending_[next_] == 0) {
+    inflight_.push_back(comm::allreduce_async(*comm_, comm::kInPlace, base + bucket_begin_[next_], bucket_size(next_),
+                                              comm::DType::f32, comm::ReduceOp::sum));
+    ++next_;
+  }
+}
+
+bool GradientReducer::finish_overlap() {
+  FTCC_CHECK(comm_ != nullptr) << "GradientReducer::finish_overlap without begin_overlap";
+  started_early_ = next_;
+  std::fill(pending_.begin(), pending_.end(), 0);  // a rank without data starts every bucket now
+  start_ready();
+  comm_ = nullptr;
+  // Wait for every bucket, even after one failed, so no operation outlives the step.
+  std::exception_ptr first;
+  for (auto& r : inflight_) {
+    try {
+      r.wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  inflight_.clear();
+  if (first) std::rethrow_exception(first);
+  return arena_finite();
+}
 
 bool GradientReducer::sum(comm::Communicator& comm) {
-  // flat_ keeps one allocation for the whole run: after a failure, a send that our allreduce
+  // The arena keeps one allocation for the whole run: after a failure, a send that our allreduce
   // abandoned may still be read by MPI during the recovery, so the buffer must stay valid.
-  const auto values = nn::flatten_f32(grads_);
-  flat_.resize(numel_);
-  std::copy(values.begin(), values.end(), flat_.begin());
+  float* base = arena_.data();
   for (std::size_t b = 0; b < buckets(); ++b)
-    comm::allreduce(comm, comm::kInPlace, flat_.data() + bucket_begin_[b], bucket_size(b), comm::DType::f32,
+    comm::allreduce(comm, comm::kInPlace, base + bucket_begin_[b], bucket_size(b), comm::DType::f32,
                     comm::ReduceOp::sum);
-  nn::unflatten_f32(grads_, flat_);
-  return std::all_of(flat_.begin(), flat_.end(), [](float v) { return std::isfinite(v); });
+  return arena_finite();
 }
+
+bool GradientReducer::arena_finite() const {
+  if (arena_.device() == tensor::Device::CPU) {
+    const float* v = arena_.data();
+    return std::all_of(v, v + numel_, [](float x) { return std::isfinite(x); });
+  }
+  const auto host = arena_.to_vector();
+  return std::all_of(host.begin(), host.end(), [](float x) { return std::isfinite(x); });
+}
+
+std::vector<float> GradientReducer::snapshot() const { return arena_.to_vector(); }
 
 bool GradientReducer::exact_sum(comm::Communicator& comm, const std::vector<std::vector<float>>& parts,
                                 std::int64_t n_total) {
@@ -62,12 +147,12 @@ bool GradientReducer::exact_sum(comm::Communicator& comm, const std::vector<std:
   for (std::size_t b = 0; b < buckets(); ++b)
     comm::allreduce(comm, comm::kInPlace, fixed_.data() + bucket_begin_[b], bucket_size(b), comm::DType::i64,
                     comm::ReduceOp::sum);
-  // 3. Back to float once.
-  flat_.resize(numel_);
+  // 3. Back to float once, into the arena.
+  host_.resize(numel_);
   for (std::size_t b = 0; b < buckets(); ++b)
     fixed_to_float(std::span<const std::int64_t>(fixed_.data() + bucket_begin_[b], bucket_size(b)), exps[b],
-                   std::span<float>(flat_.data() + bucket_begin_[b], bucket_size(b)));
-  nn::unflatten_f32(grads_, flat_);
+                   std::span<float>(host_.data() + bucket_begin_[b], bucket_size(b)));
+  arena_.copy_(tensor::Tensor::from_vector({static_cast<std::int64_t>(numel_)}, host_));
   return true;
 }
 
