@@ -21,6 +21,7 @@
 #include "ftcc/recovery/step_loop.hpp"
 #include "ftcc_config.hpp"
 #include "ftcc/tensor/autograd.hpp"
+#include "ftcc/tensor/cuda/backend.hpp"
 #include "ftcc/tensor/storage.hpp"
 #include "ftcc/tensor/ops.hpp"
 #include "ftcc/train/checkpoint_store.hpp"
@@ -63,7 +64,8 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   const Device dev = cfg.device;
   FTCC_REQUIRE(dev == tensor::Device::CPU || tensor::cuda_available())
       << "--device cuda: no usable CUDA device here (this build "
-      << (FTCC_HAVE_CUDA ? "has CUDA kernels, but no GPU or driver was found" : "was built without CUDA")
+      << (FTCC_HAVE_CUDA ? "has CUDA kernels, but no GPU or driver was found: " + tensor::cuda::backend_origin()
+                         : std::string("was built without CUDA"))
       << "); use --device cpu";
 
   // Ranks started with different configurations would train different models: refuse.
@@ -76,7 +78,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   if (dev == tensor::Device::CUDA) model->to(dev);
   const nn::NamedTensors params = model->named_parameters();
   auto opt = make_optimizer(cfg, params);
-  GradientReducer reducer(nn::gradients_of(params), static_cast<std::size_t>(cfg.bucket_mb * 1024 * 1024));
+  GradientReducer reducer(params, static_cast<std::size_t>(cfg.bucket_mb * 1024 * 1024));
 
   const int n0 = g.initial_size();
   std::int64_t global_batch = cfg.batch;
@@ -133,6 +135,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   };
   const std::int64_t outputs = widths.back();
   double last_loss = 0;
+  EvalFigures figures;
 
   // One step. Commit: the allreduce completed, so this rank holds the full gradient of step p.step.
   auto train_step = [&] {
@@ -145,6 +148,9 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     data::SampleTally fed;  // the samples this rank feeds to the model in this step
     bool grads_finite = true;
     opt->zero_grad();
+    // Buckets are reduced while backward goes on (CPU; a device arena is reduced after backward).
+    const bool overlap = !cfg.deterministic && dev == Device::CPU;
+    if (overlap) reducer.begin_overlap(g.comm());
     if (!ids.empty()) {
       auto b = td.train.gather(ids, dev);
       if (!cfg.deterministic) {
@@ -173,7 +179,8 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     } else if (cfg.deterministic) {
       grads_finite = reducer.exact_sum(g.comm(), {}, sampler->micro_batches(p.cursor.step));
     }
-    if (!cfg.deterministic) grads_finite = reducer.sum(g.comm());
+    if (overlap) grads_finite = reducer.finish_overlap();
+    else if (!cfg.deterministic) grads_finite = reducer.sum(g.comm());
     // Loss, non-finite verdicts and the samples fed, summed over the ranks in one allreduce.
     double stats[2 + data::SampleTally::kDoubles] = {loss_part, grads_finite ? 0.0 : 1.0};
     fed.to_doubles(stats + 2);
@@ -206,10 +213,11 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
               log.checkpoint(p.step, store->save(info, *model, *opt));
             }
           },
+      // The final figures, each rank on its share of the data (a failure here is recovered too).
+      .finish = [&] { figures = evaluate_split(g.comm(), *model, td.train, td.test, td.classification, dev); },
       .recovered = [&](const recovery::RecoveryEvent& ev) { report.recovered(ev); }});
 
-  const double eval = td.classification ? accuracy_on(*model, td.test, dev) : mse_on(*model, td.test, dev);
-  TrainSummary s = TrainSummary::of_run(mse_on(*model, td.train, dev), last_loss, td.classification, eval, p.step,
+  TrainSummary s = TrainSummary::of_run(figures.train_mse, last_loss, td.classification, figures.eval, p.step,
                                         p.cursor.epoch, n0, g, p.tally(), sampler->expected_tally(p.cursor),
                                         to_hex(sha256_of(params)), t_start);
   s.step_samples_per_s = report.steady_samples_per_s();

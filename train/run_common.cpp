@@ -161,6 +161,55 @@ double accuracy_on(nn::Module& model, const data::Dataset& d, Device dev) {
   return static_cast<double>(ok) / static_cast<double>(pred.size());
 }
 
+namespace {
+
+// Per chunk of d owned by rank r of n: the sum of squared errors (or, for `accuracy`, the count of
+// correct argmax answers), in `out[chunk]`.
+void chunk_sums(nn::Module& model, const data::Dataset& d, bool accuracy, int r, int n, Device dev,
+                std::vector<double>& out) {
+  tensor::NoGradGuard no_grad;
+  const std::int64_t N = d.size();
+  for (std::int64_t c = r; c * kEvalChunk < N; c += n) {
+    const std::int64_t b = c * kEvalChunk, e = std::min(N, b + kEvalChunk);
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(e - b));
+    for (std::int64_t i = b; i < e; ++i) ids[static_cast<std::size_t>(i - b)] = i;
+    const auto batch = d.gather(ids, dev);
+    const auto pred = model(batch.x).to(Device::CPU);
+    double sum = 0;
+    if (accuracy) {
+      const auto top = data::argmax_rows(pred);
+      for (std::size_t i = 0; i < top.size(); ++i) sum += top[i] == d.labels[static_cast<std::size_t>(b) + i];
+    } else {
+      const auto p = pred.to_vector(), y = batch.y.to(Device::CPU).to_vector();
+      for (std::size_t i = 0; i < p.size(); ++i) sum += (static_cast<double>(p[i]) - y[i]) * (static_cast<double>(p[i]) - y[i]);
+    }
+    out[static_cast<std::size_t>(c)] = sum;
+  }
+}
+
+// The figure of d: mean squared error per element, or accuracy.
+double split_figure(fc::Communicator& c, nn::Module& model, const data::Dataset& d, bool accuracy, Device dev) {
+  const std::int64_t chunks = (d.size() + kEvalChunk - 1) / kEvalChunk;
+  std::vector<double> sums(static_cast<std::size_t>(chunks), 0.0);
+  chunk_sums(model, d, accuracy, c.rank(), c.size(), dev, sums);
+  if (c.size() > 1 && chunks > 0) fc::allreduce(c, fc::kInPlace, sums.data(), sums.size(), fc::DType::f64, fc::ReduceOp::sum);
+  double total = 0;
+  for (double v : sums) total += v;  // each chunk came from one rank, zeros from the others: exact
+  const double per = accuracy ? static_cast<double>(d.size())
+                              : static_cast<double>(d.size()) * static_cast<double>(d.num_targets());
+  return per > 0 ? total / per : 0.0;
+}
+
+}  // namespace
+
+EvalFigures evaluate_split(fc::Communicator& c, nn::Module& model, const data::Dataset& train,
+                           const data::Dataset& test, bool classification, Device dev) {
+  EvalFigures f;
+  f.train_mse = split_figure(c, model, train, false, dev);
+  f.eval = split_figure(c, model, test, classification, dev);
+  return f;
+}
+
 FinalMetrics final_metrics(fc::Communicator& c, nn::Module* model, const data::Dataset& train,
                            const data::Dataset& test, bool classification, Device dev) {
   double result[2] = {0, 0};

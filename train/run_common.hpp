@@ -121,6 +121,17 @@ FullModel make_full_model(const TrainConfig& cfg, const std::vector<std::int64_t
 double mse_on(nn::Module& model, const data::Dataset& d, Device dev = Device::CPU);
 double accuracy_on(nn::Module& model, const data::Dataset& d, Device dev = Device::CPU);
 
+// The same figures as final_metrics without the digest, computed by every rank of c on its share of
+// the data: fixed chunks of kEvalChunk rows, chunk i on rank i % n, each chunk's sum of squared
+// errors (or correct answers) accumulated in double and the chunks summed in their order after an
+// allreduce, so the result is bitwise the same for any rank count. Collective.
+inline constexpr std::int64_t kEvalChunk = 256;
+struct EvalFigures {
+  double train_mse = 0, eval = 0;
+};
+EvalFigures evaluate_split(comm::Communicator& c, nn::Module& model, const data::Dataset& train,
+                           const data::Dataset& test, bool classification, Device dev);
+
 // End-of-run figures, computed on rank 0 from the full model (`model` is only read there and may
 // be null elsewhere) and broadcast: training MSE, held-out metric (accuracy for classification,
 // else MSE), SHA-256 of the parameters.
