@@ -1,8 +1,10 @@
 #include "ftcc/comm/ulfm.hpp"
 
 #include <cstdlib>
+#include <numeric>
 #include <string>
 
+#include "ftcc/base/error.hpp"
 #include "ftcc/comm/mpi_check.hpp"
 #include "ftcc_config.hpp"
 #if FTCC_HAVE_ULFM
@@ -49,6 +51,40 @@ MPI_Comm shrink(MPI_Comm comm) {
   return out;
 }
 
+Shrunk shrink_and_translate(MPI_Comm comm) {
+  Shrunk out;
+  out.comm = shrink(comm);
+  MPI_Group old_g = MPI_GROUP_NULL, new_g = MPI_GROUP_NULL;
+  try {
+    // Group queries are local and allowed on a revoked communicator.
+    FTCC_MPI_CHECK(MPI_Comm_group(comm, &old_g), comm, "MPI_Comm_group (old)");
+    FTCC_MPI_CHECK(MPI_Comm_group(out.comm, &new_g), out.comm, "MPI_Comm_group (shrunk)");
+    int old_n = 0, new_n = 0;
+    MPI_Group_size(old_g, &old_n);
+    MPI_Group_size(new_g, &new_n);
+    std::vector<int> idx(static_cast<size_t>(new_n));
+    std::iota(idx.begin(), idx.end(), 0);
+    out.kept.assign(static_cast<size_t>(new_n), MPI_UNDEFINED);
+    FTCC_MPI_CHECK(MPI_Group_translate_ranks(new_g, new_n, idx.data(), old_g, out.kept.data()), comm,
+                   "MPI_Group_translate_ranks");
+    std::vector<bool> alive(static_cast<size_t>(old_n), false);
+    for (int o : out.kept) {
+      FTCC_CHECK_T(ftcc::Error, o >= 0 && o < old_n) << "MPIX_Comm_shrink returned a rank (" << o << ") that the old communicator lacks";
+      alive[static_cast<size_t>(o)] = true;
+    }
+    for (int r = 0; r < old_n; ++r)
+      if (!alive[static_cast<size_t>(r)]) out.lost.push_back(r);
+  } catch (...) {
+    if (old_g != MPI_GROUP_NULL) MPI_Group_free(&old_g);
+    if (new_g != MPI_GROUP_NULL) MPI_Group_free(&new_g);
+    MPI_Comm_free(&out.comm);
+    throw;
+  }
+  MPI_Group_free(&old_g);
+  MPI_Group_free(&new_g);
+  return out;
+}
+
 unsigned agree(MPI_Comm comm, unsigned flag) {
   int f = static_cast<int>(flag);
   FTCC_MPI_CHECK(MPIX_Comm_agree(comm, &f), comm, "MPIX_Comm_agree");
@@ -83,6 +119,10 @@ void revoke(MPI_Comm) { require_ulfm("revoke"); }
 MPI_Comm shrink(MPI_Comm) {
   require_ulfm("shrink");
   return MPI_COMM_NULL;
+}
+Shrunk shrink_and_translate(MPI_Comm) {
+  require_ulfm("shrink_and_translate");
+  return {};
 }
 unsigned agree(MPI_Comm, unsigned) {
   require_ulfm("agree");

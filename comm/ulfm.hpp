@@ -5,6 +5,8 @@
 //   revoke(comm)           every pending and future operation on comm fails on every rank
 //   shrink(comm)           a new communicator of the survivors (ranks renumbered in order),
 //                          with MPI_ERRORS_RETURN already set; the caller owns it
+//   shrink_and_translate(comm)  shrink, plus who is kept and who is lost, in comm's numbering
+//                          (below)
 //   agree(comm, flag)      fault-tolerant bitwise AND of flag over the survivors; works on a
 //                          revoked communicator. Returns the AND; throws ProcessFailed if a
 //                          failure was newly noticed during the agreement (the value is then
@@ -18,6 +20,8 @@
 #pragma once
 
 #include <mpi.h>
+
+#include <vector>
 
 namespace ftcc::comm {
 
@@ -35,6 +39,20 @@ struct Agreement {
   bool failure_noticed = false;
 };
 Agreement agree_uniform(MPI_Comm comm, unsigned flag);
+
+// The shrink half of the ULFM spec's MPIX_Comm_replace example: shrink, then translate the new
+// group into the old one (MPI_Group_translate_ranks). The agreement and the retry stay with the
+// caller, whose protocol decides what is agreed on (ftcc: recovery/resilient_group.cpp).
+// Pre: comm has MPI_ERRORS_RETURN (it may be revoked). Post: `comm` is untouched; every
+// survivor gets the same kept/lost lists. Throws what shrink throws (FaultDetected: a failure
+// during the shrink itself; retry) and nothing is leaked then. It has no deadline of its own:
+// run it under one (recovery/call_deadline.hpp).
+struct Shrunk {
+  MPI_Comm comm = MPI_COMM_NULL;  // the survivors, renumbered in order; MPI_ERRORS_RETURN; the caller owns it
+  std::vector<int> kept;          // kept[i]: the rank in `comm` of new rank i (ascending)
+  std::vector<int> lost;          // ranks of `comm` missing from the new communicator (ascending)
+};
+Shrunk shrink_and_translate(MPI_Comm comm);
 void ack_failed(MPI_Comm comm);
 bool is_revoked(MPI_Comm comm);
 

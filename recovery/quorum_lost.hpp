@@ -10,7 +10,8 @@
 // survivor passes. Otherwise every survivor of that side throws QuorumLost (the confirmations
 // are exchanged during the agreement, so they decide alike). ftcc-train prints it and leaves
 // without MPI_Finalize (the exit guard makes that a SIGKILL, which the runtime counts as one
-// more failed process rather than a reason to abort the job).
+// more failed process rather than a reason to abort the job). The rule itself, as a pure
+// function: recovery/quorum_rule.hpp.
 #pragma once
 
 #include <string>

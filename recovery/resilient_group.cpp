@@ -13,12 +13,14 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
 
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/mpi_check.hpp"
 #include "ftcc/comm/ulfm.hpp"
 #include "ftcc/recovery/quorum_lost.hpp"
+#include "ftcc/recovery/quorum_rule.hpp"
 
 namespace ftcc::recovery {
 namespace {
@@ -289,226 +291,291 @@ auto ResilientGroup::guarded(const char* call, FaultPhase phase, F&& f) {
   return f();
 }
 
+// One recovery's timing (RecoveryEvent's *_ms): when this rank noticed the trouble, before the
+// entry agreement (which waits for the others), and the end of the last timed phase; from the
+// agreed table, the earliest notice of any survivor and the recorded time of the fault.
+struct ResilientGroup::RecoveryClock {
+  std::int64_t notice_wall_ns;          // wall clock: comparable across ranks
+  Steady::time_point notice;
+  Steady::time_point mark;              // end of the last phase
+  std::int64_t first_notice_ns = 0;     // earliest notice over the survivors
+  std::int64_t fault_ns = -1;           // earliest injected fault of a lost rank, -1 = none recorded
+
+  static RecoveryClock start() {
+    const auto now = Steady::now();
+    return {wall_ns(), now, now};
+  }
+  void start_phase() { mark = Steady::now(); }
+  // Milliseconds since the last mark; the next phase starts now.
+  double lap() {
+    const auto now = Steady::now();
+    const double ms = ms_between(mark, now);
+    mark = now;
+    return ms;
+  }
+  double detect_ms() const { return fault_ns >= 0 ? static_cast<double>(first_notice_ns - fault_ns) / 1e6 : -1.0; }
+  // From the failure (the fault time, else the first notice) to the last mark.
+  double total_ms() const {
+    return fault_ns >= 0 ? static_cast<double>(wall_ns() - fault_ns) / 1e6
+                         : ms_between(notice, mark) + static_cast<double>(notice_wall_ns - first_notice_ns) / 1e6;
+  }
+};
+
+// Step 2's table, one row of int64 per new rank: [0] original rank, [1] committed step,
+// [2] notice time (wall ns), [3] job-error status (0 = none), [4] the error's step, then the
+// bitmask of the deaths this rank confirmed (by original rank), then the error message.
+class ResilientGroup::AgreedTable {
+ public:
+  explicit AgreedTable(size_t initial_size) : mask_words_((initial_size + 63) / 64) {}
+
+  std::vector<std::int64_t> row_of(int original_rank, std::int64_t committed, std::int64_t notice_ns,
+                                   const PendingError* error, const std::vector<int>& confirmed) const {
+    std::vector<std::int64_t> row(row_words(), 0);
+    row[0] = original_rank;
+    row[1] = committed;
+    row[2] = notice_ns;
+    if (error) {
+      row[3] = static_cast<std::int64_t>(error->status);
+      row[4] = error->step;
+      std::memcpy(&row[msg_at()], error->message.c_str(), std::min(error->message.size(), kMessageBytes - 1));
+    }
+    for (int r : confirmed) row[kMaskAt + static_cast<size_t>(r) / 64] |= std::int64_t{1} << (r % 64);
+    return row;
+  }
+  // Our allgather of every survivor's row; throws FaultDetected like any collective.
+  void gather(comm::Communicator& c, const std::vector<std::int64_t>& mine) {
+    rows_ = c.size();
+    cells_.assign(row_words() * static_cast<size_t>(rows_), 0);
+    comm::allgather(c, mine.data(), cells_.data(), static_cast<int>(row_words()), comm::DType::i64);
+  }
+
+  int rows() const { return rows_; }
+  std::int64_t committed(int i) const { return row(i)[1]; }
+  std::int64_t notice_ns(int i) const { return row(i)[2]; }
+  bool confirmed_by_any(int original_rank) const {
+    const size_t w = kMaskAt + static_cast<size_t>(original_rank) / 64;
+    for (int i = 0; i < rows_; ++i)
+      if ((row(i)[w] >> (original_rank % 64)) & 1) return true;
+    return false;
+  }
+  // The job-level error of the lowest rank that carries one, the same on every survivor.
+  std::optional<JobError> job_error() const {
+    for (int i = 0; i < rows_; ++i)
+      if (row(i)[3] != 0) {
+        const char* text = reinterpret_cast<const char*>(row(i) + msg_at());
+        return JobError(static_cast<ExitStatus>(row(i)[3]), static_cast<int>(row(i)[0]), row(i)[4],
+                        std::string(text, strnlen(text, kMessageBytes)), true);
+      }
+    return std::nullopt;
+  }
+
+ private:
+  static constexpr size_t kMaskAt = 5;
+  size_t msg_at() const { return kMaskAt + mask_words_; }
+  size_t row_words() const { return msg_at() + kMessageBytes / 8; }
+  const std::int64_t* row(int i) const { return cells_.data() + row_words() * static_cast<size_t>(i); }
+
+  size_t mask_words_;
+  int rows_ = 0;
+  std::vector<std::int64_t> cells_;
+};
+
 const RecoveryEvent& ResilientGroup::recover(std::int64_t step, const std::string& cause) {
   comm::require_ulfm("ResilientGroup::recover");
-  const Notice notice{wall_ns(), Steady::now()};  // before the entry agreement, which waits for the others
-  try {
-    comm::revoke(comm_->raw());
-  } catch (const comm::CommError&) {
-    // already revoked by a peer: the entry agreement and shrink sort it out
-  }
-  // Entry agreement: matches the one of all_finished(), where ranks that already finished wait.
-  guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(comm_->raw(), 0u); });
-  return recover_attempts(step, cause, notice);
+  const auto clock = RecoveryClock::start();  // before the entry agreement, which waits for the others
+  enter_protocol();                           // 0. revoke + entry agreement
+  return recover_attempts(step, cause, clock);  // 1-4, until one attempt succeeds
 }
 
 bool ResilientGroup::all_finished() {
   if (!comm::has_ulfm()) return true;  // without ULFM no rank can be lost and still be waited for
-  const Notice notice{wall_ns(), Steady::now()};
+  const auto clock = RecoveryClock::start();
+  // Flag 1, "done": matches the entry agreement of recover() (flag 0) on the ranks still working.
   const auto a = guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(comm_->raw(), 1u); });
   if (a.flag == 1 && !a.failure_noticed) return true;
   recover_attempts(committed_step_, a.failure_noticed ? "a rank failed at the end of the loop"
                                                       : "a rank was still recovering at the end of the loop",
-                   notice);
+                   clock);
   return false;
 }
 
 void ResilientGroup::fail_job(ExitStatus status, const std::string& message) {
   if (!comm::has_ulfm()) throw JobError(status, my_original_rank_, step_, message, false);
   pending_error_ = PendingError{status, message, step_};
-  const Notice notice{wall_ns(), Steady::now()};
-  try {
-    comm::revoke(comm_->raw());
-  } catch (const comm::CommError&) {
-  }
-  guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(comm_->raw(), 0u); });
-  recover_attempts(step_, "job error on rank " + std::to_string(my_original_rank_), notice);
+  const auto clock = RecoveryClock::start();
+  enter_protocol();
+  recover_attempts(step_, "job error on rank " + std::to_string(my_original_rank_), clock);
   // Not reached while this rank lives: its error is in every agreed table, so the protocol throws.
   throw JobError(status, my_original_rank_, step_, message, false);
 }
 
+void ResilientGroup::revoke_quietly() {
+  try {
+    comm::revoke(comm_->raw());
+  } catch (const comm::CommError&) {
+    // already revoked by a peer: the agreements and the shrink sort it out
+  }
+}
+
+void ResilientGroup::enter_protocol() {
+  revoke_quietly();
+  // Entry agreement: matches the one of all_finished(), where ranks that already finished wait.
+  guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(comm_->raw(), 0u); });
+}
+
 const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const std::string& cause,
-                                                      const Notice& notice) {
-  const std::int64_t notice_ns = notice.wall_ns;
-  const auto t_notice = notice.steady;
+                                                      RecoveryClock clock) {
   RecoveryEvent ev;
   ev.step = step;
   ev.cause = cause;
   ev.old_size = size();
   ev.my_old_rank = rank();
   const std::vector<int> before = members_;
-  // Per new rank: [0] original rank, [1] committed step, [2] notice time, [3] job-error status
-  // (0 = none), [4] its step, then the confirmed-deaths bitmask, then the error message.
-  const size_t mask_words = (peers_.size() + 63) / 64;
-  const size_t msg_at = 5 + mask_words;
-  const size_t rec = msg_at + kMessageBytes / 8;
-  std::vector<std::int64_t> table;
-  auto revoke_quietly = [&] {
-    try {
-      comm::revoke(comm_->raw());
-    } catch (const comm::CommError&) {
-    }
-  };
-
+  AgreedTable table(peers_.size());
+  // Each step makes the same ULFM calls on every survivor; a step that returns false did so
+  // on all of them (its agreement says so), and all of them start the next attempt together.
   for (int attempt = 1;; ++attempt) {
     ev.attempts = attempt;
     injector_.in_phase(FaultPhase::recovery, attempt);
-
-    // 1. revoke (every survivor's pending operation on this communicator fails), then shrink.
-    auto t0 = Steady::now();
-    revoke_quietly();
-    auto t1 = Steady::now();
-    ev.revoke_ms += ms_between(t0, t1);
-    MPI_Comm shrunk = MPI_COMM_NULL;
-    try {
-      shrunk = guarded("MPIX_Comm_shrink", FaultPhase::shrink, [&] { return comm::shrink(comm_->raw()); });
-    } catch (const comm::FaultDetected&) {
-      ev.shrink_ms += ms_between(t1, Steady::now());
-      continue;  // a failure during the shrink itself: try again
-    }
-    auto t2 = Steady::now();
-    ev.shrink_ms += ms_between(t1, t2);
-    std::vector<int> now_members;
-    {
-      MPI_Group old_g, new_g;
-      MPI_Comm_group(comm_->raw(), &old_g);
-      MPI_Comm_group(shrunk, &new_g);
-      int m = 0;
-      MPI_Group_size(new_g, &m);
-      std::vector<int> idx(static_cast<size_t>(m)), old_idx(static_cast<size_t>(m));
-      std::iota(idx.begin(), idx.end(), 0);
-      MPI_Group_translate_ranks(new_g, m, idx.data(), old_g, old_idx.data());
-      for (int o : old_idx) now_members.push_back(members_.at(static_cast<size_t>(o)));
-      MPI_Group_free(&old_g);
-      MPI_Group_free(&new_g);
-    }
-    comm::CommOptions co;
-    co.timeout_s = comm_->timeout_s();
-    comm_ = std::make_unique<comm::Communicator>(shrunk, comm::Communicator::Ownership::take, co);
-    members_ = now_members;
-    install_fault_hook();
-
-    // 2. the table, with our allgather; then agree that every survivor has all of it. A rank
-    //    whose allgather failed revokes (so nobody waits for it there) and contributes 0.
-    bool have_table = true;
-    try {
-      std::vector<std::int64_t> mine(rec, 0);
-      mine[0] = my_original_rank_;
-      mine[1] = committed_step_;
-      mine[2] = notice_ns;
-      if (pending_error_) {
-        mine[3] = static_cast<std::int64_t>(pending_error_->status);
-        mine[4] = pending_error_->step;
-        std::memcpy(&mine[msg_at], pending_error_->message.c_str(),
-                    std::min(pending_error_->message.size(), kMessageBytes - 1));
-      }
-      const std::string& my_host = peer(my_original_rank_).host;
-      for (int r : before) {
-        if (std::find(members_.begin(), members_.end(), r) != members_.end()) continue;
-        const PeerAddress& p = peer(r);
-        if (p.host == my_host && Heartbeat::process_gone(p.pid, p.start_time))
-          mine[5 + static_cast<size_t>(r) / 64] |= std::int64_t{1} << (r % 64);
-      }
-      table.assign(rec * static_cast<size_t>(size()), 0);
-      comm::allgather(*comm_, mine.data(), table.data(), static_cast<int>(rec), comm::DType::i64);
-    } catch (const comm::FaultDetected&) {
-      have_table = false;
-      revoke_quietly();
-    }
-    const auto a = guarded("MPIX_Comm_agree", FaultPhase::agree,
-                           [&] { return comm::agree_uniform(comm_->raw(), have_table ? 1u : 0u); });
-    auto t3 = Steady::now();
-    ev.agree_ms += ms_between(t2, t3);
-    if (a.flag != 1 || a.failure_noticed) continue;  // the same decision on every survivor
-    auto row = [&](int i) { return table.data() + rec * static_cast<size_t>(i); };
-
-    // The event as every survivor sees it.
-    ev.survivors = members_;
-    ev.new_size = size();
-    ev.my_new_rank = rank();
-    ev.failed.clear();
-    for (int r : before)
-      if (std::find(members_.begin(), members_.end(), r) == members_.end()) ev.failed.push_back(r);
-    ev.culprits.clear();
-    for (int r : ev.failed) {
-      const PeerAddress& p = peer(r);
-      ev.culprits.push_back("rank " + std::to_string(r) + " on host " + p.host + " pid " + std::to_string(p.pid));
-      if (heartbeat_) heartbeat_->remove(r);
-    }
-    // 3a. quorum (recovery/quorum_lost.hpp): go on only with a strict majority of the old group
-    //     minus its confirmed deaths. Confirmed-dead ranks are on no side of a partition, so two
-    //     sides can never both pass; when every loss is confirmed, any survivor passes.
-    std::vector<int> unconfirmed;
-    for (int r : ev.failed) {
-      bool confirmed = false;
-      for (int i = 0; i < size() && !confirmed; ++i) confirmed = (row(i)[5 + static_cast<size_t>(r) / 64] >> (r % 64)) & 1;
-      if (!confirmed) unconfirmed.push_back(r);
-    }
-    const size_t eligible = before.size() - (ev.failed.size() - unconfirmed.size());
-    if (2 * static_cast<size_t>(size()) <= eligible) {
-      quorum_lost_ = true;
-      QuorumLost q(members_, ev.failed, unconfirmed, static_cast<int>(before.size()));
-      job_record::quorum_lost(my_original_rank_, q.what());
-      throw q;
-    }
-    // 3b. a job-level error: the lowest rank that raised one names it, on every survivor.
-    for (int i = 0; i < size(); ++i)
-      if (row(i)[3] != 0) {
-        const char* text = reinterpret_cast<const char*>(row(i) + msg_at);
-        throw JobError(static_cast<ExitStatus>(row(i)[3]), static_cast<int>(row(i)[0]), row(i)[4],
-                       std::string(text, strnlen(text, kMessageBytes)), true);
-      }
-    ev.committed.assign(static_cast<size_t>(size()), 0);
-    for (int i = 0; i < size(); ++i) ev.committed[static_cast<size_t>(i)] = row(i)[1];
-    ev.committed_min = ev.committed_max = row(0)[1];
-    std::int64_t first_notice = row(0)[2];
-    for (int i = 0; i < size(); ++i) {
-      ev.committed_min = std::min(ev.committed_min, row(i)[1]);
-      ev.committed_max = std::max(ev.committed_max, row(i)[1]);
-      first_notice = std::min(first_notice, row(i)[2]);
-    }
-    std::int64_t fault_ns = -1;
-    for (int r : ev.failed)
-      if (auto t = FaultInjector::read_fault_time_ns(event_dir_, r)) fault_ns = fault_ns < 0 ? *t : std::min(fault_ns, *t);
-    ev.detect_ms = fault_ns >= 0 ? static_cast<double>(first_notice - fault_ns) / 1e6 : -1.0;
-
-    // 4. hooks: re-balance and re-sync on the new group; then agree that all of them succeeded.
-    bool hooks_ok = true;
-    try {
-      injector_.in_phase(FaultPhase::hooks, attempt);
-      for (auto& hook : hooks_) hook(*this, ev);
-    } catch (const comm::FaultDetected&) {
-      hooks_ok = false;
-    } catch (const std::exception& e) {
-      // Not a lost rank: an error in the hook's own work, which the next attempt reports as a
-      // job-level error on every survivor.
-      pending_error_ = PendingError{ExitStatus::job_error, std::string("in a recovery hook: ") + e.what(), step};
-      hooks_ok = false;
-    }
-    if (!hooks_ok) revoke_quietly();
-    const auto b = guarded("MPIX_Comm_agree", FaultPhase::agree,
-                           [&] { return comm::agree_uniform(comm_->raw(), hooks_ok ? 1u : 0u); });
-    auto t4 = Steady::now();
-    ev.resync_ms += ms_between(t3, t4);
-    if (b.flag != 1 || b.failure_noticed) continue;
-    const std::int64_t origin = fault_ns >= 0 ? fault_ns : first_notice;
-    ev.total_ms = fault_ns >= 0 ? static_cast<double>(wall_ns() - origin) / 1e6
-                                : ms_between(t_notice, t4) + static_cast<double>(notice_ns - first_notice) / 1e6;
-    break;
+    if (!shrink_group(clock, ev)) continue;                   // 1. revoke + shrink
+    if (!agree_on_table(before, clock, table, ev)) continue;  // 2. allgather the table + agree
+    describe_new_group(before, table, clock, ev);             //    the event, as every survivor sees it
+    check_quorum(ev, table);                                  // 3. quorum lost: throws QuorumLost
+    if (auto e = table.job_error()) throw *e;                 //    a job-level error: throws JobError
+    if (!run_hooks(step, attempt, clock, ev)) continue;       // 4. hooks + agree
+    ev.total_ms = clock.total_ms();
+    return publish(std::move(ev));
   }
+}
 
-  events_.push_back(ev);
+bool ResilientGroup::shrink_group(RecoveryClock& clock, RecoveryEvent& ev) {
+  // Revoke (again: harmless) so every survivor's pending operation on this communicator fails.
+  clock.start_phase();
+  revoke_quietly();
+  ev.revoke_ms += clock.lap();
+  comm::Shrunk s;
+  try {
+    s = guarded("MPIX_Comm_shrink", FaultPhase::shrink, [&] { return comm::shrink_and_translate(comm_->raw()); });
+  } catch (const comm::FaultDetected&) {
+    ev.shrink_ms += clock.lap();
+    return false;  // a failure during the shrink itself: try again
+  }
+  ev.shrink_ms += clock.lap();
+  std::vector<int> now_members;
+  for (int old_rank : s.kept) now_members.push_back(members_.at(static_cast<size_t>(old_rank)));
+  comm::CommOptions co;
+  co.timeout_s = comm_->timeout_s();
+  comm_ = std::make_unique<comm::Communicator>(s.comm, comm::Communicator::Ownership::take, co);
+  members_ = std::move(now_members);
+  install_fault_hook();
+  return true;
+}
+
+std::vector<int> ResilientGroup::lost_since(const std::vector<int>& before) const {
+  std::vector<int> lost;
+  for (int r : before)
+    if (std::find(members_.begin(), members_.end(), r) == members_.end()) lost.push_back(r);
+  return lost;
+}
+
+bool ResilientGroup::agree_on_table(const std::vector<int>& before, RecoveryClock& clock, AgreedTable& table,
+                                    RecoveryEvent& ev) {
+  // A rank whose allgather failed revokes (so nobody waits for it there) and contributes 0.
+  bool have_table = true;
+  try {
+    // The deaths this rank can confirm: lost ranks on its own host whose process is gone.
+    std::vector<int> confirmed;
+    const std::string& my_host = peer(my_original_rank_).host;
+    for (int r : lost_since(before)) {
+      const PeerAddress& p = peer(r);
+      if (p.host == my_host && Heartbeat::process_gone(p.pid, p.start_time)) confirmed.push_back(r);
+    }
+    table.gather(*comm_, table.row_of(my_original_rank_, committed_step_, clock.notice_wall_ns,
+                                      pending_error_ ? &*pending_error_ : nullptr, confirmed));
+  } catch (const comm::FaultDetected&) {
+    have_table = false;
+    revoke_quietly();
+  }
+  const auto a = guarded("MPIX_Comm_agree", FaultPhase::agree,
+                         [&] { return comm::agree_uniform(comm_->raw(), have_table ? 1u : 0u); });
+  ev.agree_ms += clock.lap();
+  return a.flag == 1 && !a.failure_noticed;  // the same decision on every survivor
+}
+
+void ResilientGroup::describe_new_group(const std::vector<int>& before, const AgreedTable& table,
+                                        RecoveryClock& clock, RecoveryEvent& ev) {
+  ev.survivors = members_;
+  ev.new_size = size();
+  ev.my_new_rank = rank();
+  ev.failed = lost_since(before);
+  ev.culprits.clear();
+  for (int r : ev.failed) {
+    const PeerAddress& p = peer(r);
+    ev.culprits.push_back("rank " + std::to_string(r) + " on host " + p.host + " pid " + std::to_string(p.pid));
+    if (heartbeat_) heartbeat_->remove(r);
+  }
+  ev.committed.assign(static_cast<size_t>(table.rows()), 0);
+  ev.committed_min = ev.committed_max = table.committed(0);
+  clock.first_notice_ns = table.notice_ns(0);
+  for (int i = 0; i < table.rows(); ++i) {
+    ev.committed[static_cast<size_t>(i)] = table.committed(i);
+    ev.committed_min = std::min(ev.committed_min, table.committed(i));
+    ev.committed_max = std::max(ev.committed_max, table.committed(i));
+    clock.first_notice_ns = std::min(clock.first_notice_ns, table.notice_ns(i));
+  }
+  clock.fault_ns = -1;
+  for (int r : ev.failed)
+    if (auto t = FaultInjector::read_fault_time_ns(event_dir_, r))
+      clock.fault_ns = clock.fault_ns < 0 ? *t : std::min(clock.fault_ns, *t);
+  ev.detect_ms = clock.detect_ms();
+}
+
+void ResilientGroup::check_quorum(const RecoveryEvent& ev, const AgreedTable& table) {
+  QuorumInput in{members_, ev.failed, {}};
+  for (int r : ev.failed)
+    if (table.confirmed_by_any(r)) in.confirmed.push_back(r);
+  const QuorumDecision d = decide_quorum(in);
+  if (d.go_on) return;
+  quorum_lost_ = true;
+  QuorumLost q(members_, ev.failed, d.unconfirmed, d.old_size);
+  job_record::quorum_lost(my_original_rank_, q.what());
+  throw q;
+}
+
+bool ResilientGroup::run_hooks(std::int64_t step, int attempt, RecoveryClock& clock, RecoveryEvent& ev) {
+  bool hooks_ok = true;
+  try {
+    injector_.in_phase(FaultPhase::hooks, attempt);
+    for (auto& hook : hooks_) hook(*this, ev);
+  } catch (const comm::FaultDetected&) {
+    hooks_ok = false;
+  } catch (const std::exception& e) {
+    // Not a lost rank: an error in the hook's own work, which the next attempt reports as a
+    // job-level error on every survivor.
+    pending_error_ = PendingError{ExitStatus::job_error, std::string("in a recovery hook: ") + e.what(), step};
+    hooks_ok = false;
+  }
+  if (!hooks_ok) revoke_quietly();
+  const auto b = guarded("MPIX_Comm_agree", FaultPhase::agree,
+                         [&] { return comm::agree_uniform(comm_->raw(), hooks_ok ? 1u : 0u); });
+  ev.resync_ms += clock.lap();
+  return b.flag == 1 && !b.failure_noticed;
+}
+
+const RecoveryEvent& ResilientGroup::publish(RecoveryEvent ev) {
+  events_.push_back(std::move(ev));
+  const RecoveryEvent& e = events_.back();
   if (rank() == 0) {
     if (opt_.verbose) {
-      std::fprintf(stderr, "ftcc: %s\n", ev.summary().c_str());
+      std::fprintf(stderr, "ftcc: %s\n", e.summary().c_str());
       std::fflush(stderr);
     }
     if (!opt_.event_log.empty()) {
       std::ofstream log(opt_.event_log, std::ios::app);
-      log << ev.to_json().dump() << "\n";
+      log << e.to_json().dump() << "\n";
     }
   }
-  return events_.back();
+  return e;
 }
 
 }  // namespace ftcc::recovery

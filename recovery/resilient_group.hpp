@@ -1,12 +1,32 @@
 // recovery/resilient_group.hpp: a group of ranks that survives the loss of any of its members.
 //
+// The recovery loop. Every rank calls begin_step() once per step; a comm::FaultDetected
+// (ProcessFailed or Revoked) from any operation goes to recover() on every survivor; the loop
+// ends in all_finished(). Pick one of two forms per loop (never both: run() recovers inside).
 //   ResilientGroup g(MPI_COMM_WORLD, opts);          // collective; starts the heartbeat if asked
+// (a) A step that is a repeatable communication on buffers the caller keeps (docs/recovery.md):
 //   for (step = 0; step < n; ++step) {
 //     g.begin_step(step);                            // fault injection + progress watchdog kick
 //     g.run(step, [&](comm::Communicator& c) { comm::allreduce(c, ...); });   // retried on failure
 //     g.set_committed_step(step);
 //   }
-//   while (!g.all_finished()) { ... }                // the survivors agree that all of them are done
+//   while (!g.all_finished()) {}                     // the survivors agree that all of them are done
+// (b) A step with state (model, optimizer, data cursor) that the recovery hooks restore: the
+//     trainers' loop (train/). After a recovery the loop redoes whatever step the state names.
+//   g.add_recovery_hook([&](ResilientGroup& g, const RecoveryEvent& ev) { /* re-sync on g.comm() */ });
+//   for (;;) {
+//     try {
+//       if (done(s)) { if (g.all_finished()) break; continue; }  // false: a recovery ran, re-check
+//       g.begin_step(s.step);
+//       ... compute, communicate on g.comm(), apply the update ...
+//       ++s.step;
+//       g.set_committed_step(s.step - 1);            // only once the step is applied
+//     } catch (const comm::FaultDetected& e) {
+//       log(g.recover(s.step, e.what()));            // every survivor; the hooks have run
+//     }
+//   }
+// Any other exception leaves the loop: run_job() (recovery/run_job.hpp) turns it into a
+// job-level error that stops every survivor once (fail_job() below).
 //
 // When any operation throws comm::ProcessFailed or comm::Revoked (both comm::FaultDetected),
 // recover() runs on every survivor. Every survivor makes the same sequence of calls that cannot
@@ -18,16 +38,17 @@
 //   2. exchange (original rank, last committed step, notice time, confirmed deaths, this rank's
 //      job-level error if any) with our allgather, then MPIX_Comm_agree on "everyone has the
 //      table" (uniform: a rank whose allgather failed contributes 0 and all of them retry);
-//   3. a job-level error in the table ends the protocol: every survivor throws the same
-//      JobError (recovery/job_outcome.hpp); quorum lost (below): every survivor of that side
-//      throws QuorumLost;
+//   3. quorum lost (below): every survivor of that side throws QuorumLost; else a job-level
+//      error in the table ends the protocol: every survivor throws the same JobError
+//      (recovery/job_outcome.hpp);
 //   4. run the recovery hooks (re-balance, state re-sync), then MPIX_Comm_agree on "every hook
 //      succeeded": a failure in a hook makes every survivor retry from 1.
 // No rank is special: rank 0 may die; a single survivor goes on alone when the deaths are confirmed.
 // Quorum (several hosts): a recovery goes on only if the survivors are a strict majority of the
 // old group minus the deaths a survivor confirmed on its own host (from /proc); otherwise it
 // throws QuorumLost on that side (it may be the minority of a network partition;
-// recovery/quorum_lost.hpp). On one host every death is confirmed, so it never triggers there.
+// recovery/quorum_lost.hpp; the rule: recovery/quorum_rule.hpp). On one host every death is
+// confirmed, so it never triggers there.
 //
 // Job-level errors: fail_job() is for an error any rank in this role would hit (a checkpoint
 // folder that cannot be written, a bad value only rank 0 checks, an exception): the rank revokes
@@ -164,7 +185,9 @@ class ResilientGroup {
     }
   }
 
-  // The recovery protocol (see top of file). Every survivor must call it; returns the event.
+  // The recovery protocol (see top of file). Every survivor must call it, from the catch of the
+  // loop's form (b) (run() calls it in form (a)); returns the event. Throws QuorumLost or
+  // JobError where the protocol says so, the same on every survivor.
   const RecoveryEvent& recover(std::int64_t step, const std::string& cause);
   const std::vector<RecoveryEvent>& events() const { return events_; }
   const HeartbeatStats heartbeat_stats() const;
@@ -172,13 +195,6 @@ class ResilientGroup {
  private:
   void bootstrap(MPI_Comm parent);
   void install_fault_hook();
-  // When this rank noticed the trouble (before the entry agreement): detect_ms and total_ms.
-  struct Notice {
-    std::int64_t wall_ns;
-    std::chrono::steady_clock::time_point steady;
-  };
-  // The attempts of the protocol (steps 1-4 at the top), after the entry agreement.
-  const RecoveryEvent& recover_attempts(std::int64_t step, const std::string& cause, const Notice& notice);
   // Runs an uninterruptible ULFM call under the deadline, counting it for the heartbeat.
   template <class F>
   auto guarded(const char* call, FaultPhase phase, F&& f);
@@ -188,6 +204,23 @@ class ResilientGroup {
     std::string message;
     std::int64_t step;
   };
+
+  // The protocol at the top of the file, one function per step (resilient_group.cpp). A step
+  // that returns false did so on every survivor (its agreement says so): retry from step 1.
+  struct RecoveryClock;  // one recovery's timing: detect, revoke, shrink, agree, resync, total
+  class AgreedTable;     // step 2's table, one row per survivor
+  void revoke_quietly();
+  void enter_protocol();  // 0: revoke + entry agreement (flag 0)
+  const RecoveryEvent& recover_attempts(std::int64_t step, const std::string& cause, RecoveryClock clock);
+  bool shrink_group(RecoveryClock& clock, RecoveryEvent& ev);  // 1
+  bool agree_on_table(const std::vector<int>& before, RecoveryClock& clock, AgreedTable& table,
+                      RecoveryEvent& ev);  // 2
+  void describe_new_group(const std::vector<int>& before, const AgreedTable& table, RecoveryClock& clock,
+                          RecoveryEvent& ev);
+  void check_quorum(const RecoveryEvent& ev, const AgreedTable& table);  // 3 (recovery/quorum_rule.hpp)
+  bool run_hooks(std::int64_t step, int attempt, RecoveryClock& clock, RecoveryEvent& ev);  // 4
+  const RecoveryEvent& publish(RecoveryEvent ev);  // events(), the summary line, the event log
+  std::vector<int> lost_since(const std::vector<int>& before) const;
 
   GroupOptions opt_;
   std::unique_ptr<comm::Communicator> comm_;

@@ -11,11 +11,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/ulfm.hpp"
 #include "ftcc/recovery/resilient_group.hpp"
 
 namespace fr = ftcc::recovery;
@@ -245,6 +247,40 @@ TEST(Recovery, SlowRankIsNotFenced) {
   auto o = run_plan(p);
   EXPECT_EQ(o.final_size, world_size());
   EXPECT_TRUE(o.events.empty());
+}
+
+// comm::shrink_and_translate on its own, on a communicator numbered backwards from the world so
+// the translation shows: world rank 1 dies, which is rank 2 of the old communicator.
+TEST(Ulfm, ShrinkAndTranslateNamesTheLost) {
+  ASSERT_EQ(world_size(), 4);
+  int me = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm backwards = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, 0, 3 - me, &backwards), MPI_SUCCESS);
+  MPI_Comm_set_errhandler(backwards, MPI_ERRORS_RETURN);
+  if (me == 1) std::raise(SIGKILL);
+  // The barrier fails on every survivor (the dead rank never enters it); revoke so that none
+  // is left waiting in it, then shrink.
+  EXPECT_NE(MPI_Barrier(backwards), MPI_SUCCESS);
+  try {
+    fc::revoke(backwards);
+  } catch (const fc::CommError&) {
+  }
+  fc::Shrunk s = fc::shrink_and_translate(backwards);
+  EXPECT_EQ(s.kept, (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(s.lost, std::vector<int>{2});
+  int old_rank = -1, new_rank = -1, new_size = 0;
+  MPI_Comm_rank(backwards, &old_rank);
+  MPI_Comm_rank(s.comm, &new_rank);
+  MPI_Comm_size(s.comm, &new_size);
+  EXPECT_EQ(new_size, 3);
+  EXPECT_EQ(s.kept.at(static_cast<size_t>(new_rank)), old_rank);
+  // The new communicator works and holds exactly the survivors: world ranks 0 + 2 + 3.
+  int sum = 0;
+  EXPECT_EQ(MPI_Allreduce(&me, &sum, 1, MPI_INT, MPI_SUM, s.comm), MPI_SUCCESS);
+  EXPECT_EQ(sum, 5);
+  MPI_Comm_free(&s.comm);
+  MPI_Comm_free(&backwards);
 }
 
 }  // namespace
