@@ -12,19 +12,12 @@
 //   }
 //   while (!g.all_finished()) {}                     // the survivors agree that all of them are done
 // (b) A step with state (model, optimizer, data cursor) that the recovery hooks restore: the
-//     trainers' loop (train/). After a recovery the loop redoes whatever step the state names.
+//     trainers' loop (dp_trainer, the model-parallel driver), written once in
+//     recovery/step_loop.hpp. After a recovery the loop redoes whatever step the state names.
 //   g.add_recovery_hook([&](ResilientGroup& g, const RecoveryEvent& ev) { /* re-sync on g.comm() */ });
-//   for (;;) {
-//     try {
-//       if (done(s)) { if (g.all_finished()) break; continue; }  // false: a recovery ran, re-check
-//       g.begin_step(s.step);
-//       ... compute, communicate on g.comm(), apply the update ...
-//       ++s.step;
-//       g.set_committed_step(s.step - 1);            // only once the step is applied
-//     } catch (const comm::FaultDetected& e) {
-//       log(g.recover(s.step, e.what()));            // every survivor; the hooks have run
-//     }
-//   }
+//   run_step_loop(g, {.done = [&] { return s.step >= n; }, .step = [&] { return s.step; },
+//                     .body = [&] { /* compute, communicate on g.comm(), apply */ ++s.step;
+//                                   g.set_committed_step(s.step - 1); }});  // once applied
 // Any other exception leaves the loop: run_job() (recovery/run_job.hpp) turns it into a
 // job-level error that stops every survivor once (fail_job() below).
 //
