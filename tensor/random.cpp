@@ -27,9 +27,15 @@ std::array<std::uint32_t, 4> Philox::block(std::uint64_t counter) const {
   return c;
 }
 
-double Philox::uniform_f64(std::uint64_t i) const {
-  std::uint64_t hi = bits(2 * i), lo = bits(2 * i + 1);
-  return static_cast<double>(((hi << 32) | lo) >> 11) * 0x1.0p-53;
+namespace {
+double to_f64(std::uint64_t hi, std::uint64_t lo) { return static_cast<double>(((hi << 32) | lo) >> 11) * 0x1.0p-53; }
+}  // namespace
+
+double Philox::uniform_f64(std::uint64_t i) const { return to_f64(bits(2 * i), bits(2 * i + 1)); }
+
+std::array<double, 2> Philox::uniform_f64_pair(std::uint64_t i) const {
+  const auto b = block(i);  // bits 4i .. 4i+3: uniform_f64(2i) takes the first two, 2i+1 the others
+  return {to_f64(b[0], b[1]), to_f64(b[2], b[3])};
 }
 
 // The 64 x 64 -> 128-bit product of the multiply-shift; __extension__ marks the GCC/Clang type as
@@ -52,13 +58,18 @@ std::uint64_t Philox::below(std::uint64_t bound, std::uint64_t i, std::uint64_t*
 }
 
 void Philox::fill_uniform(std::span<float> out, float lo, float hi) const {
-  for (std::size_t k = 0; k < out.size(); ++k) out[k] = lo + (hi - lo) * uniform(k);
+  for (std::size_t k = 0; k < out.size(); k += 4) {
+    const auto b = block(k / 4);
+    for (std::size_t j = 0; j < 4 && k + j < out.size(); ++j)
+      out[k + j] = lo + (hi - lo) * (static_cast<float>(b[j] >> 8) * 0x1.0p-24f);  // uniform(k + j)
+  }
 }
 
 void Philox::fill_normal(std::span<float> out, float mean, float stddev) const {
   for (std::size_t k = 0; k < out.size(); ++k) {
     // 1 - u keeps the log argument in (0, 1].
-    double u1 = 1.0 - uniform_f64(2 * k), u2 = uniform_f64(2 * k + 1);
+    const auto [a, u2] = uniform_f64_pair(k);
+    const double u1 = 1.0 - a;
     double r = std::sqrt(-2.0 * std::log(u1));
     out[k] = static_cast<float>(mean + stddev * r * std::cos(2.0 * M_PI * u2));
   }

@@ -31,12 +31,15 @@ class Philox {
   std::uint32_t bits(std::uint64_t i) const { return block(i / 4)[i % 4]; }
   float uniform(std::uint64_t i) const { return static_cast<float>(bits(i) >> 8) * 0x1.0p-24f; }
   double uniform_f64(std::uint64_t i) const;
+  // {uniform_f64(2i), uniform_f64(2i + 1)}: the two doubles of block i, computed from it once.
+  std::array<double, 2> uniform_f64_pair(std::uint64_t i) const;
   // Uniform integer in [0, bound) without modulo bias (Lemire's multiply-shift with rejection);
   // consumes elements i, i+1, ... and returns in *next the first unused element.
   std::uint64_t below(std::uint64_t bound, std::uint64_t i, std::uint64_t* next) const;
 
   // Fill helpers: element k of `out` comes from stream position k, so a buffer can be filled in
-  // pieces (or on another device) with identical results.
+  // pieces (or on another device) with identical results. Each block is computed once (4 floats, or
+  // the 2 uniforms of one normal), giving the same values as the element-wise functions above.
   void fill_uniform(std::span<float> out, float lo, float hi) const;
   void fill_normal(std::span<float> out, float mean, float stddev) const;
 

@@ -62,7 +62,8 @@ data::Dataset synthetic(const std::string& spec, std::uint64_t seed) {
   std::vector<float> x(static_cast<size_t>(n * in)), y(static_cast<size_t>(n * out)), w(static_cast<size_t>(in * out));
   // Box-Muller on Philox uniforms: identical on every platform.
   auto normal = [](const tensor::Philox& g, std::uint64_t i) {
-    const double u1 = std::max(g.uniform_f64(2 * i), 1e-300), u2 = g.uniform_f64(2 * i + 1);
+    const auto [a, u2] = g.uniform_f64_pair(i);  // uniform_f64(2i), uniform_f64(2i + 1)
+    const double u1 = std::max(a, 1e-300);
     return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
   };
   for (size_t i = 0; i < x.size(); ++i) x[i] = normal(xs, i);

@@ -2,6 +2,7 @@
 // buffer, no-grad scope), micro-batch gradients adding up to the batch gradient, errors, Philox.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <type_traits>
 
 #include "ftcc/base/error.hpp"
@@ -162,6 +163,23 @@ TEST(Philox, MatchesThePublishedKnownAnswers) {
   EXPECT_EQ(zero, (std::array<std::uint32_t, 4>{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
   auto ones = Philox(~0ull, ~0ull).block(~0ull);
   EXPECT_EQ(ones, (std::array<std::uint32_t, 4>{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
+}
+
+// The fill helpers compute each block once; their values are the element-wise functions' exactly
+// (initial weights and synthetic data of every earlier run stay what they were).
+TEST(Philox, BlockwiseFillsEqualTheElementwiseFunctions) {
+  const Philox r(42, 9);
+  std::vector<float> u(103), n(103);  // not a multiple of 4: the last block is cut
+  r.fill_uniform(u, -0.5f, 2.0f);
+  r.fill_normal(n, 1.0f, 3.0f);
+  for (std::size_t k = 0; k < u.size(); ++k) {
+    ASSERT_EQ(u[k], -0.5f + 2.5f * r.uniform(k)) << k;
+    const double u1 = 1.0 - r.uniform_f64(2 * k), u2 = r.uniform_f64(2 * k + 1);
+    ASSERT_EQ(n[k], static_cast<float>(1.0 + 3.0 * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2))) << k;
+    const auto pair = r.uniform_f64_pair(k);
+    ASSERT_EQ(pair[0], r.uniform_f64(2 * k));
+    ASSERT_EQ(pair[1], r.uniform_f64(2 * k + 1));
+  }
 }
 
 TEST(Philox, BelowIsUnbiasedEnoughAndInRange) {
