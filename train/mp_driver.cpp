@@ -43,7 +43,7 @@ class Driver {
         sampler_({.num_samples = td_.train.size(), .global_batch = cfg.batch, .seed = cfg.seed,
                   .micro_batch = std::min(cfg.micro_batch, cfg.batch)}),
         log_(cfg, g, sampler_.steps_per_epoch()) {
-    s_->validate(g.size());
+    s_->validate(g.size(), /*at_start=*/true);
     if (!cfg.checkpoint_dir.empty()) ckpt_ = std::make_unique<CheckpointStore>(cfg.checkpoint_dir, cfg, widths_);
   }
 
@@ -245,7 +245,7 @@ class Driver {
     pins_.abandoned();  // the buffers of the interrupted step (or of an interrupted earlier try)
     fc::Communicator& c = grp.comm();
     const int n = c.size(), me = c.rank();
-    s_->validate(n);
+    s_->validate(n, /*at_start=*/false);
     const int units_now = s_->units_of(n, 0).empty() ? 0 : s_->units_of(n, 0).front().of;
     const RestorePlan plan = plan_restore(gather_holdings(c, store_), units_now);
     const std::string failed = joined(ev.failed);

@@ -51,8 +51,10 @@ class ModelParallelStrategy {
   // ("layers re-partitioned", "shards re-split").
   virtual const char* units_name() const = 0;
   virtual const char* regroup_name() const = 0;
-  // Throws ftcc::InvalidArgument when the model cannot be cut over n ranks (naming the flags).
-  virtual void validate(int n) const = 0;
+  // Throws ftcc::InvalidArgument when the model cannot be cut over n ranks (naming the flags): at
+  // the start (at_start) by the rule the user is told, after a failure by what the strategy can
+  // still run on (tp re-splits unevenly over survivors; it starts only on even splits).
+  virtual void validate(int n, bool at_start) const = 0;
   // The units of a model that a split over n ranks gives rank r.
   virtual std::vector<UnitKey> units_of(int n, int r) const = 0;
 

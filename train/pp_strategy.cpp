@@ -26,7 +26,7 @@ class PipelineStrategy final : public ModelParallelStrategy {
   const char* units_name() const override { return "layers"; }
   const char* regroup_name() const override { return "layers re-partitioned"; }
 
-  void validate(int n) const override {
+  void validate(int n, bool /*at_start*/) const override {
     FTCC_REQUIRE(n <= L_) << "--parallel pp on " << n << " ranks needs at least " << n << " layers; --layers gives "
                           << L_ << " (one stage per rank, a stage is at least one Linear+activation)";
   }

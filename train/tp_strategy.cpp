@@ -23,9 +23,14 @@ class TensorStrategy final : public ModelParallelStrategy {
   const char* units_name() const override { return "shard(s)"; }
   const char* regroup_name() const override { return "shards re-split"; }
 
-  void validate(int n) const override {
+  void validate(int n, bool at_start) const override {
     FTCC_REQUIRE(L_ >= 2) << "--parallel tp needs at least one column/row-parallel Linear pair (3 widths); --layers "
                           << "gives " << L_ << " layer";
+    if (!at_start) {  // survivors re-split as evenly as they can: a slice of at least one feature each
+      FTCC_REQUIRE(min_split_width(widths_) >= n) << "--parallel tp: " << n << " survivors but a hidden width of only "
+                                                  << min_split_width(widths_);
+      return;
+    }
     for (int i = 0; i + 1 < L_; i += 2) {
       const std::int64_t h = widths_[static_cast<size_t>(i) + 1];
       FTCC_REQUIRE(h % n == 0) << "--parallel tp on " << n << " ranks: the hidden width " << h << " of layers " << i

@@ -132,6 +132,9 @@ MP = {
            "lost": "layers 1", "part": "layer"},
     "tp": {"args": [*TP_MODEL, "--parallel", "tp"], "resplit": "re-split over {} ranks",
            "lost": "shard(s) 1", "part": "shard"},
+    # Hidden width 64: even over 4 ranks, so it starts; uneven over 3 survivors (21/21/22 features).
+    "tp-uneven": {"args": [*TP_MODEL[:2], "--layers", "64,64,10", *TP_MODEL[4:], "--parallel", "tp"],
+                  "resplit": "re-split over {} ranks", "lost": "shard(s) 1", "part": "shard"},
 }
 # Rank 1 dies at step 25 and its buddy (rank 2) inside that recovery: layer 1 (pp) or shard 1 (tp)
 # has no copy left.
@@ -151,6 +154,7 @@ MP_FAULT_RUNS = [
     ("tp_kills", "tp", 4, [kill(1, 33, "allreduce")], ["--replicate-every", "5"], recovers(), "replicas every 5 steps"),
     ("tp_kills", "tp", 4, [kill(0, 20), kill(2, 20, "recovery")], [], recovers(), "not buddies"),
     ("tp_kills", "tp", 4, [hang(2, 30)], ["--hang-timeout", "2"], recovers(), "fenced by the heartbeat"),
+    ("tp_kills", "tp-uneven", 4, [kill(1, 20)], [], recovers(), "hidden width 64 re-split unevenly over 3"),
     ("tp_double_failure", "tp", 4, RANK_AND_BUDDY, ["--checkpoint-every", "10"], falls_back_to(20), "with checkpoints"),
     ("tp_double_failure", "tp", 4, RANK_AND_BUDDY, [], state_lost(4), "no checkpoint"),
 ]
@@ -471,15 +475,15 @@ elif case == "pp_fault_free_matches_single_process":
     check(len(shas) == 1, f"pp on 1..4 ranks: one SHA-256 ({len(shas)} distinct)")
 
 elif case in MP_FAULT_CASES:
-    mode = MP[case[:2]]
     bases = {}
     for row_case, par, ranks, faults, flags, expected, note in MP_FAULT_RUNS:
         if row_case != case:
             continue
+        mode = MP[par]
         what = f"{par} on {ranks} ranks, " + " and ".join(describe(f) for f in faults) + (f" ({note})" if note else "")
-        if ranks not in bases:
-            bases[ranks], _ = run(ranks, *mode["args"])
-        base = bases[ranks]
+        if (par, ranks) not in bases:
+            bases[(par, ranks)], _ = run(ranks, *mode["args"])
+        base = bases[(par, ranks)]
         inject = [a for f in faults for a in ("--inject", f)]
         final = ranks - len(faults)
         if expected[0] == "recovers":
