@@ -23,7 +23,7 @@ def run(n, *args):
     if p.returncode != 0:
         sys.exit(f"failed: {args}\n{p.stderr[-2000:]}")
     line = next(l for l in p.stdout.splitlines() if l.startswith("FTCC_SUMMARY "))
-    state = re.search(r"(?:stage|shard) state (\d+) B, replica/snapshot store (\d+) B", p.stderr)
+    state = re.search(r"(?:pp|tp): state (\d+) B, replica/snapshot store (\d+) B", p.stderr)
     return json.loads(line[len("FTCC_SUMMARY "):]), (int(state[1]), int(state[2])) if state else None
 
 
@@ -56,6 +56,8 @@ if "memory" in sections:
     for par in ("pp", "tp"):
         for k in (0, 1, 2):
             _, st = run(4, *without_epochs(args), "--parallel", par, "--replicas", str(k), "--steps", "3")
+            if st is None:
+                sys.exit(f"mp_bench: no '{par}: state N B, replica/snapshot store M B' line in the log of rank 0")
             print(f"| {name} | {par} | 4 | {k} | {st[0]:,} | {st[1]:,} |")
 
 if "recovery" in sections:
