@@ -19,11 +19,9 @@ struct AllreduceRequest::State {
   bool done = false;
   std::exception_ptr error;
   void finish(std::exception_ptr e) {
-    {
-      std::lock_guard<std::mutex> lock(m);
-      error = std::move(e);
-      done = true;
-    }
+    std::lock_guard<std::mutex> lock(m);
+    error = std::move(e);
+    done = true;
     cv.notify_all();
   }
   void await() {
@@ -48,8 +46,10 @@ AllreduceRequest allreduce_async(Communicator& comm, const void* send, void* rec
                                  ReduceOp op, const AllreduceOptions& o) {
   const AllreduceAlgo algo = resolve_allreduce_algo(o.algo, count * dtype_size(dtype), comm.size());
   AllreduceRequest req;
-  req.state_ = std::make_unique<AllreduceRequest::State>();
-  auto* st = req.state_.get();
+  req.state_ = std::make_shared<AllreduceRequest::State>();
+  // The job keeps the state alive until it has finished notifying: a waiter that sees `done` may
+  // drop the request (and its share) while the job is still inside notify_all.
+  std::shared_ptr<AllreduceRequest::State> st = req.state_;
   st->transport = comm.transport().clone();
   // Everything rank-order dependent is fixed now, on the caller's thread.
   const int tag = comm.next_collective_tag();

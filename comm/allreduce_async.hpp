@@ -41,7 +41,7 @@ class AllreduceRequest {
   friend AllreduceRequest allreduce_async(Communicator&, const void*, void*, std::size_t, DType, ReduceOp,
                                           const AllreduceOptions&);
   struct State;
-  std::unique_ptr<State> state_;
+  std::shared_ptr<State> state_;  // shared with the job on the progress thread until it ends
 };
 
 AllreduceRequest allreduce_async(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype,
