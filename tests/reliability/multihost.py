@@ -19,9 +19,11 @@ each, mpirun starting its daemons there through tools/netns-hosts-agent instead 
 
 Needs root (namespaces) and a ULFM MPI; exits 77 (skipped) without them. The namespaces are
 removed at the end whatever happens (also on SIGTERM from meson's timeout), and at the start in
-case an earlier run was killed before it could clean up.
+case an earlier run was killed before it could clean up. The namespaces and the bridge have
+fixed names, so two runs on one machine (two checkouts' suites at once) would tear down each
+other's hosts: a run waits for the machine-wide lock /run/lock/ftcc-multihost.lock first.
 """
-import hashlib, json, os, re, shutil, signal, subprocess, sys, tempfile, threading, time
+import fcntl, hashlib, json, os, re, shutil, signal, subprocess, sys, tempfile, threading, time
 
 build = os.path.abspath(sys.argv[1])
 args = sys.argv[2:]
@@ -61,6 +63,13 @@ def hosts(*a, check_rc=True):
 
 if os.geteuid() != 0:
     skip("needs root for network namespaces (run as root)")
+os.makedirs("/run/lock", exist_ok=True)
+machine_lock = open("/run/lock/ftcc-multihost.lock", "w")  # held until this process exits
+try:
+    fcntl.flock(machine_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except BlockingIOError:
+    print("another multihost run holds /run/lock/ftcc-multihost.lock: waiting for it", flush=True)
+    fcntl.flock(machine_lock, fcntl.LOCK_EX)
 if not os.path.exists(train):
     sys.exit(f"FAIL: {train} not built")
 os.environ["FTCC_DETECTOR_TIMEOUT"] = str(DETECTOR_S)  # read by `tools/netns-hosts mpirun-args`
