@@ -35,7 +35,7 @@ Rank 0 prints one JSON line on stdout, with the two figures of ftcc's FTCC_SUMMA
   step_samples_per_s  steady state: the samples of the steps after the first, over the time from
                       the end of the first step to the end of the last (ftcc's ProgressReporter)
 """
-import argparse, json, os, socket, sys, time
+import argparse, json, os, resource, socket, sys, time
 
 here = os.path.dirname(os.path.abspath(__file__))
 venv = os.path.join(here, ".venv-torch")
@@ -142,12 +142,16 @@ def worker(rank, world, port, a, out):
         final_loss = torch.nn.functional.mse_loss(net(xtr), ytr).item()
         eval_mse = torch.nn.functional.mse_loss(net(xte), yte).item()
     wall = time.perf_counter() - t_start
+    # Peak resident memory of each rank's process (KB on Linux), the largest over the ranks.
+    rss = torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss], dtype=torch.int64)
+    dist.all_reduce(rss, op=dist.ReduceOp.MAX)
     if rank == 0:
         steady = steady_samples / (last_done - first_done) if a.steps > 1 and last_done > first_done else 0.0
         out.put({"samples_per_s": seen / wall, "step_samples_per_s": steady, "wall_s": wall,
                  "steps": a.steps, "samples_seen": seen, "world_size": world, "final_loss": final_loss,
                  "eval_name": "mse", "eval_metric": eval_mse, "last_step_loss": last_loss,
-                 "torch": torch.__version__, "backend": "gloo", "threads_per_rank": torch.get_num_threads()})
+                 "torch": torch.__version__, "backend": "gloo", "threads_per_rank": torch.get_num_threads(),
+                 "peak_rss_kb_max": int(rss.item())})
     dist.destroy_process_group()
 
 
