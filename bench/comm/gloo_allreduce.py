@@ -6,11 +6,20 @@ and the same columns (bytes, count, type, algo, time_us = median over iterations
 rank, algbw, busbw = algbw x 2(n-1)/n, #wrong), float32 sum, so the two tables can be read side by
 side. Ranks are N local processes (torch.multiprocessing) over gloo's TCP transport on loopback,
 one thread each. Runs in the torch venv of bench/training/torch_env (a benchmark baseline only;
-ftcc never depends on torch):
+ftcc never depends on torch): started with another Python, it re-runs itself with the venv's.
 
-  bench/training/.venv-torch/bin/python bench/comm/gloo_allreduce.py -n 4 -b 8 -e 64M -f 64 --iters 20
+  bench/comm/gloo_allreduce.py -n 4 -b 8 -e 64M -f 64 --iters 20
 """
 import argparse, os, statistics, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV_PYTHON = os.path.join(ROOT, "bench", "training", ".venv-torch", "bin", "python")
+try:
+    import torch  # noqa: F401
+except ImportError:
+    if os.path.exists(VENV_PYTHON) and os.path.abspath(sys.executable) != VENV_PYTHON:
+        os.execv(VENV_PYTHON, [VENV_PYTHON, os.path.abspath(__file__), *sys.argv[1:]])
+    sys.exit("gloo_allreduce: torch not installed: run bench/training/torch_env")
 
 
 def parse_size(t):
