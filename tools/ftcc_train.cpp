@@ -95,6 +95,9 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
   app.add_option("--log-every", c.log_every, "print a line every N steps when stdout is not a terminal")->capture_default_str();
   app.add_option("--held-out", c.held_out, "fraction of the data kept for the eval metric")->capture_default_str();
   app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size in MiB")->capture_default_str();
+  app.add_flag("--overlap,!--no-overlap", c.overlap,
+               "dp on CPU: allreduce each gradient bucket as soon as backward has produced it (default), or "
+               "all buckets after backward (--no-overlap, to measure what overlap hides)");
   app.add_option("--micro-batches", c.micro_batches, "pipeline micro-batches (--parallel pp)")->capture_default_str();
   app.add_option("--replicas", c.replicas, "buddy replicas of each rank's state (pp/tp)")->capture_default_str();
   app.add_option("--replicate-every", c.replicate_every, "refresh the buddy replicas every N steps (pp/tp)")->capture_default_str();

@@ -29,6 +29,7 @@
 #include "ftcc/train/progress_reporter.hpp"
 #include "ftcc/train/run_log.hpp"
 #include "ftcc/train/state_hash.hpp"
+#include "ftcc/train/step_breakdown.hpp"
 #include "ftcc/train/training_data.hpp"
 
 namespace ftcc::train {
@@ -136,9 +137,11 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   const std::int64_t outputs = widths.back();
   double last_loss = 0;
   EvalFigures figures;
+  StepBreakdown timer;
 
   // One step. Commit: the allreduce completed, so this rank holds the full gradient of step p.step.
   auto train_step = [&] {
+    timer.begin_step();
     if (p.cursor.step == 0 && sampler->options().global_batch != global_batch) sampler = make_sampler(global_batch);
     const auto range = sampler->rank_range(p.cursor.step, g.size(), g.rank());
     const auto ids = sampler->rank_ids(p.cursor, g.size(), g.rank());
@@ -147,15 +150,20 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     double loss_part = 0.0;
     data::SampleTally fed;  // the samples this rank feeds to the model in this step
     bool grads_finite = true;
+    timer.mark(Phase::data);
     opt->zero_grad();
+    timer.mark(Phase::optimizer);
     // Buckets are reduced while backward goes on (CPU; a device arena is reduced after backward).
-    const bool overlap = !cfg.deterministic && dev == Device::CPU;
+    const bool overlap = cfg.overlap && !cfg.deterministic && dev == Device::CPU;
     if (overlap) reducer.begin_overlap(g.comm());
     if (!ids.empty()) {
       auto b = td.train.gather(ids, dev);
+      timer.mark(Phase::data);
       if (!cfg.deterministic) {
         auto loss = tensor::mse_loss((*model)(b.x), b.y, denom);
+        timer.mark(Phase::forward);
         loss.backward();
+        timer.mark(Phase::backward);
         loss_part = loss.item();
         fed.add(p.cursor.epoch, ids);
       }
@@ -167,12 +175,16 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
         for (std::int64_t s = range.begin; s < range.end; s += mb) {
           const std::int64_t e = std::min(s + mb, range.end);
           opt->zero_grad();
+          timer.mark(Phase::optimizer);
           auto loss = tensor::mse_loss((*model)(b.x.rows(s - first, e - first)), b.y.rows(s - first, e - first), denom);
+          timer.mark(Phase::forward);
           loss.backward();
+          timer.mark(Phase::backward);
           loss_part += loss.item();
           fed.add(p.cursor.epoch, std::span<const std::int64_t>(ids).subspan(static_cast<std::size_t>(s - first),
                                                                              static_cast<std::size_t>(e - s)));
           parts.push_back(reducer.snapshot());
+          timer.mark(Phase::backward);
         }
         grads_finite = reducer.exact_sum(g.comm(), parts, sampler->micro_batches(p.cursor.step));
       }
@@ -185,6 +197,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     double stats[2 + data::SampleTally::kDoubles] = {loss_part, grads_finite ? 0.0 : 1.0};
     fed.to_doubles(stats + 2);
     fc::allreduce(g.comm(), fc::kInPlace, stats, std::size(stats), fc::DType::f64, fc::ReduceOp::sum);
+    timer.mark(Phase::exposed_comm);
     // Every rank now holds the same loss, verdict and tally, so every rank decides alike.
     require_finite(stats[0], stats[1] == 0.0, p.step, cfg);
     const auto step_tally = data::SampleTally::from_doubles(stats + 2);
@@ -192,12 +205,14 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
                                       << B;
     // Commit: the allreduce completed, so this rank holds the full gradient of step p.step.
     opt->step();
+    timer.mark(Phase::optimizer);
     last_loss = stats[0];
     p.add(step_tally);
     report.add_samples(step_tally.count);
     p.cursor = sampler->next(p.cursor);
     ++p.step;
     g.set_committed_step(p.step - 1);
+    timer.end_step();
   };
   recovery::run_step_loop(g, {
       .done = [&] { return done(); },
@@ -221,6 +236,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
                                         p.cursor.epoch, n0, g, p.tally(), sampler->expected_tally(p.cursor),
                                         to_hex(sha256_of(params)), t_start);
   s.step_samples_per_s = report.steady_samples_per_s();
+  s.step_ms = timer.to_json();
   log.finish(s.to_json());
   return s;
 }

@@ -330,6 +330,7 @@ nlohmann::json TrainSummary::to_json() const {
           {"param_sha256", param_sha256},
           {"samples_per_s", samples_per_s},
           {"step_samples_per_s", step_samples_per_s},
+          {"step_ms", step_ms},
           {"wall_s", wall_s}};
 }
 

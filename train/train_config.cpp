@@ -79,6 +79,7 @@ const std::vector<Field>& fields() {
       field("log-every", &TrainConfig::log_every, kSafe),
       field("held-out", &TrainConfig::held_out, kUnsafe),        // which samples are training samples
       field("bucket-mb", &TrainConfig::bucket_mb, kSafe),
+      field("overlap", &TrainConfig::overlap, kSafe),  // when the same sums are made, not which
       field("micro-batches", &TrainConfig::micro_batches, kSafe),  // pp's pipeline depth: same batch, same data
       field("replicas", &TrainConfig::replicas, kSafe),            // in-memory copies only
       field("replicate-every", &TrainConfig::replicate_every, kSafe),
@@ -147,7 +148,7 @@ std::string TrainConfig::canonical() const {
      << " momentum=" << momentum << " weight_decay=" << weight_decay << " seed=" << seed << " device=" << choice_name(device)
      << " deterministic=" << deterministic << " on_failure=" << choice_name(on_failure) << " hang_timeout=" << hang_timeout_s
      << " checkpoint_every=" << checkpoint_every << " resume=" << resume << " init_weights=" << init_weights << " held_out=" << held_out
-     << " bucket_mb=" << bucket_mb << " micro_batches=" << micro_batches << " replicas=" << replicas
+     << " bucket_mb=" << bucket_mb << " overlap=" << overlap << " micro_batches=" << micro_batches << " replicas=" << replicas
      << " replicate_every=" << replicate_every << " inject=";
   for (const auto& s : inject) os << s << ';';
   return os.str();

@@ -104,6 +104,7 @@ struct TrainConfig {
   std::int64_t log_every = 0;                 // 0: about 20 lines per run
   double held_out = 0.2;                      // held-out fraction for eval_metric
   double bucket_mb = 25;                      // gradient bucket size
+  bool overlap = true;                        // dp on CPU: allreduce buckets while backward runs
   int micro_batches = 4;                      // pipeline micro-batches (pp)
   int replicas = 1;                           // buddy replicas (pp/tp)
   int replicate_every = 1;

@@ -71,6 +71,7 @@ TrainConfig non_default() {
   c.log_every = 9;
   c.held_out = 0.3;
   c.bucket_mb = 1;
+  c.overlap = false;
   c.micro_batches = 2;
   c.replicas = 2;
   c.replicate_every = 5;
@@ -142,7 +143,7 @@ TEST(ResumeConfig, Classification) {
   const std::vector<std::string> safe = {"parallel",       "epochs",   "steps",        "lr",           "weight-decay",
                                          "device",         "inject",   "hang-timeout", "checkpoint-dir",
                                          "checkpoint-every", "resume", "init-weights", "log-json",     "metrics-port", "metrics-bind",
-                                         "quiet",          "log-every", "bucket-mb",   "micro-batches", "replicas",
+                                         "quiet",          "log-every", "bucket-mb",   "overlap",      "micro-batches", "replicas",
                                          "replicate-every"};
   const auto d = by_field(config_differences(base, non_default()));
   ASSERT_EQ(d.size(), unsafe.size() + safe.size());

@@ -1,0 +1,48 @@
+// train/step_breakdown.hpp: where one rank's training steps spend their time, phase by phase.
+//
+//   StepBreakdown t;
+//   t.begin_step();            // at the start of a step
+//   ...; t.mark(Phase::forward);   // the time since the previous mark (or begin_step) goes to forward
+//   ...; t.mark(Phase::backward);  // a phase may be marked several times per step (micro-batches)
+//   t.end_step();              // the step's figures are kept; a step that threw is never ended
+//   t.to_json()                // {"steps": n, "forward": median ms, ..., "total": median ms}
+//
+// The medians skip the first ended step (it pays for first-touch page faults and lazy set-up).
+// Phases: data (sampler and batch gather), forward (model and loss), backward (autograd, which
+// with overlap also starts bucket allreduces), exposed_comm (waiting for the reductions after
+// backward, plus the step's statistics allreduce: communication that did not overlap), optimizer.
+// Wall-clock time on a steady clock: on an oversubscribed machine a phase includes the time the
+// rank was descheduled.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ftcc::train {
+
+enum class Phase : std::size_t { data, forward, backward, exposed_comm, optimizer };
+inline constexpr std::size_t kPhases = 5;
+const char* phase_name(Phase p);
+
+class StepBreakdown {
+ public:
+  void begin_step();
+  void mark(Phase p);
+  void end_step();
+  std::size_t steps() const { return steps_.size(); }
+  // {"steps": steps after the first, "<phase>": median ms, ..., "total": median ms of whole steps};
+  // null before two steps have ended.
+  nlohmann::json to_json() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point last_;
+  std::array<double, kPhases> current_{};
+  std::vector<std::array<double, kPhases>> steps_;
+};
+
+}  // namespace ftcc::train
