@@ -1,22 +1,16 @@
 #include "ftcc/tensor/storage.hpp"
 
-#include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "ftcc/base/error.hpp"
 #include "ftcc/tensor/cuda/backend.hpp"
+#include "ftcc/tensor/host_buffers.hpp"
 
 namespace ftcc::tensor {
 
 Storage::Storage(std::size_t bytes, Device device) : bytes_(bytes), device_(device) {
   if (device == Device::CPU) {
-    // aligned_alloc needs a size that is a multiple of the alignment; zero-size buffers still get
-    // one line so that data() is never null.
-    std::size_t rounded = (bytes + 63) / 64 * 64;
-    if (rounded == 0) rounded = 64;
-    data_ = std::aligned_alloc(64, rounded);
-    if (data_ == nullptr) throw std::bad_alloc();
+    data_ = host_buffer_alloc(bytes);  // never null, even for zero bytes
   } else {
     data_ = cuda::backend().device_alloc(bytes == 0 ? 1 : bytes);
   }
@@ -24,7 +18,7 @@ Storage::Storage(std::size_t bytes, Device device) : bytes_(bytes), device_(devi
 
 Storage::~Storage() {
   if (device_ == Device::CPU) {
-    std::free(data_);
+    host_buffer_free(data_, bytes_);
   } else if (const cuda::Backend* b = cuda::find_backend()) {
     // A CUDA buffer was allocated through a backend, and a backend is never unloaded.
     b->device_free(data_);

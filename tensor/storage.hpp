@@ -2,8 +2,9 @@
 //
 // Tensors and their views hold a Storage through a shared_ptr, so a row slice keeps the whole
 // buffer alive and writes through a view are seen by every other view. CPU buffers are 64-byte
-// aligned (Eigen's vector loads, cache lines); CUDA buffers come from cudaMalloc, reached through
-// the CUDA backend (tensor/cuda/backend.hpp), which throws ftcc::Error when there is none.
+// aligned (Eigen's vector loads, cache lines) and reused (tensor/host_buffers.hpp); CUDA buffers
+// come from cudaMalloc, reached through the CUDA backend (tensor/cuda/backend.hpp), which throws
+// ftcc::Error when there is none.
 #pragma once
 
 #include <cstddef>
