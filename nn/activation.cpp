@@ -1,11 +1,15 @@
 #include "ftcc/nn/activation.hpp"
 
-#include "ftcc/tensor/ops.hpp"
-
 namespace ftcc::nn {
 
-Tensor ReLU::forward(const Tensor& x) { return tensor::relu(x); }
-Tensor Tanh::forward(const Tensor& x) { return tensor::tanh(x); }
-Tensor Sigmoid::forward(const Tensor& x) { return tensor::sigmoid(x); }
+Tensor ElementwiseActivation::forward(const Tensor& x) {
+  switch (kind_) {
+    case tensor::Activation::relu: return tensor::relu(x);
+    case tensor::Activation::tanh: return tensor::tanh(x);
+    case tensor::Activation::sigmoid: return tensor::sigmoid(x);
+    case tensor::Activation::identity: break;
+  }
+  return x;
+}
 
 }  // namespace ftcc::nn

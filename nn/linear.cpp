@@ -18,10 +18,12 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, LinearOption
   Linear::reset_parameters(options.seed);  // what a constructor calls anyway: no virtual dispatch yet
 }
 
-Tensor Linear::forward(const Tensor& x) {
+Tensor Linear::forward(const Tensor& x) { return forward(x, tensor::Activation::identity); }
+
+Tensor Linear::forward(const Tensor& x, tensor::Activation act) {
   FTCC_CHECK(x.dim() == 2 && x.size(1) == in_) << "Linear(" << in_ << ", " << out_ << "): input of shape "
                                                << tensor::shape_str(x.shape());
-  return tensor::linear(x, weight_, bias_);
+  return tensor::linear(x, weight_, bias_, act);
 }
 
 void Linear::reset_parameters(std::uint64_t seed) {

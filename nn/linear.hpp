@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "ftcc/nn/module.hpp"
+#include "ftcc/tensor/ops.hpp"
 
 namespace ftcc::nn {
 
@@ -26,6 +27,8 @@ class Linear : public Module {
  public:
   Linear(std::int64_t in_features, std::int64_t out_features, LinearOptions options = {});
   Tensor forward(const Tensor& x) override;
+  // act(forward(x)) as one fused op (tensor::linear with an activation): same bits, one pass less.
+  Tensor forward(const Tensor& x, tensor::Activation act);
   std::string type_name() const override { return "Linear"; }
   void reset_parameters(std::uint64_t seed) override;
 

@@ -14,7 +14,18 @@ Sequential& Sequential::add(std::shared_ptr<Module> m) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (const auto& [name, child] : children()) h = child->forward(h);
+  const auto& kids = children();
+  for (std::size_t i = 0; i < kids.size(); ++i) {
+    // A Linear followed by an activation runs as one fused op (same bits as the two in turn).
+    auto* linear = dynamic_cast<Linear*>(kids[i].second.get());
+    auto* act = i + 1 < kids.size() ? dynamic_cast<ElementwiseActivation*>(kids[i + 1].second.get()) : nullptr;
+    if (linear != nullptr && act != nullptr) {
+      h = linear->forward(h, act->kind());
+      ++i;
+    } else {
+      h = kids[i].second->forward(h);
+    }
+  }
   return h;
 }
 

@@ -1,5 +1,6 @@
 // nn/sequential.hpp: a chain of modules named "0", "1", ... (PyTorch's naming), and mlp(), the
-// helper that builds Linear/activation stacks initialised from one seed.
+// helper that builds Linear/activation stacks initialised from one seed. forward() runs each
+// Linear that an activation follows as one fused op (nn/activation.hpp).
 //
 //   auto model = nn::mlp({64, 64, 10}, nn::Activation::ReLU, /*seed=*/42);
 //   // == Sequential{Linear(64,64), ReLU, Linear(64,10)}, parameters 0.weight 0.bias 2.weight 2.bias

@@ -105,6 +105,26 @@ void unary_forward(Unary op, const Tensor& x, const Tensor& y) {
   });
 }
 
+void bias_unary(const Tensor& y, const Tensor* bias, const Unary* op) {
+  FTCC_CHECK(y.dim() == 2) << "bias_unary: 2-D output expected";
+  const std::int64_t rows = y.size(0), cols = y.size(1);
+  if (bias != nullptr) {
+    same_place(y, *bias, "bias_unary");
+    FTCC_CHECK(bias->numel() == cols) << "bias_unary: bias has " << bias->numel() << " elements, expected " << cols;
+  }
+  const int o = op != nullptr ? static_cast<int>(*op) : -1;
+  dispatch(y, [&]<class T>(const cuda::KernelTable<T>* cu) {
+    T* p = y.data_as<T>();
+    const T* bp = bias != nullptr ? bias->data_as<T>() : nullptr;
+    if (cu == nullptr) {
+      cpu::bias_unary<T>(o, rows, cols, p, bp);
+      return;
+    }
+    if (bp != nullptr) cu->add_rowvec(rows, cols, p, bp, p);  // elementwise: in place is safe
+    if (o >= 0) cu->unary_forward(o, rows * cols, p, p);
+  });
+}
+
 void unary_backward(Unary op, const Tensor& y, const Tensor& gy, const Tensor& gx) {
   same_place(y, gy, "activation backward");
   int o = static_cast<int>(op);

@@ -27,6 +27,9 @@ void unary_forward(Unary op, const Tensor& x, const Tensor& y);
 // gx = gy * f'(x), with f' expressed through the saved output y (relu: y > 0, tanh: 1 - y^2,
 // sigmoid: y (1 - y)); the kink of relu at 0 gets derivative 0.
 void unary_backward(Unary op, const Tensor& y, const Tensor& gy, const Tensor& gx);
+// y[M,N] = f(y + bias[N] on every row), in place: the epilogue of a fused linear. bias may be
+// null, op may be null (bias only). Bitwise the same as add_rowvec followed by unary_forward.
+void bias_unary(const Tensor& y, const Tensor* bias, const Unary* op);
 
 void sum_all(const Tensor& x, const Tensor& out);  // out[0] = sum of x (pairwise/tree order)
 // out[i] = scale * s[0] for every i, with s a one-element tensor on out's device.

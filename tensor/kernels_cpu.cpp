@@ -90,6 +90,22 @@ void unary_forward(int op, i64 n, const T* x, T* y) {
 }
 
 template <class T>
+void bias_unary(int op, i64 rows, i64 cols, T* y, const T* bias) {
+  MMap<T> Y(y, rows, cols);
+  if (bias != nullptr) {
+    Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>> bv(bias, cols);
+    if (op == 0) {  // relu: one pass; max is exact, so this is bitwise max(y + b, 0) however it is vectorised
+      Y = (Y.rowwise() + bv).cwiseMax(T(0));
+      return;
+    }
+    Y.rowwise() += bv;
+  }
+  // tanh and sigmoid over the flat buffer, exactly as unary_forward computes them (Eigen's packet
+  // and scalar paths differ in the last bit, so the elements must fall into the same packets).
+  if (op >= 0) unary_forward<T>(op, rows * cols, y, y);
+}
+
+template <class T>
 void unary_backward(int op, i64 n, const T* y, const T* gy, T* gx) {
   CVec<T> Y(y, n), GY(gy, n);
   MVec<T> GX(gx, n);
@@ -126,6 +142,7 @@ void mse_backward(i64 n, const T* p, const T* t, T g, T* gp) {
   template void axpy<T>(i64, T, const T*, T*);                                                  \
   template void scale_copy<T>(i64, T, const T*, T*);                                            \
   template void unary_forward<T>(int, i64, const T*, T*);                                       \
+  template void bias_unary<T>(int, i64, i64, T*, const T*);                                     \
   template void unary_backward<T>(int, i64, const T*, const T*, T*);                            \
   template T sum_all<T>(i64, const T*);                                                         \
   template T mse_forward<T>(i64, const T*, const T*);                                           \

@@ -22,6 +22,9 @@ template <class T>
 void scale_copy(i64 n, T alpha, const T* x, T* out);
 template <class T>
 void unary_forward(int op, i64 n, const T* x, T* y);
+// y = f(y + bias per row), in place; bias may be null; op < 0: no activation.
+template <class T>
+void bias_unary(int op, i64 rows, i64 cols, T* y, const T* bias);
 template <class T>
 void unary_backward(int op, i64 n, const T* y, const T* gy, T* gx);
 template <class T>

@@ -1,5 +1,7 @@
 #include "ftcc/tensor/ops.hpp"
 
+#include <optional>
+
 #include "ftcc/base/error.hpp"
 #include "ftcc/tensor/autograd.hpp"
 #include "ftcc/tensor/kernels.hpp"
@@ -132,26 +134,45 @@ class UnaryNode : public Node {
   Tensor out_;  // detached: the node must not own the tensor that owns it
 };
 
+// The gradients of y = x W^T + b given dY, shared by the plain and the activated linear.
+std::vector<Tensor> linear_backward(const std::vector<Tensor>& inputs, const Tensor& g) {
+  const Tensor &x = inputs[0], &w = inputs[1];
+  Tensor gx, gw, gb;
+  if (x.requires_grad()) gx = gemm_grad(x, g, false, w, false);  // dX[b,in] = dY[b,out] W[out,in]
+  if (w.requires_grad()) gw = gemm_grad(w, g, true, x, false);   // dW[out,in] = dY^T X
+  if (inputs.size() > 2 && inputs[2].requires_grad()) {          // db = column sums of dY
+    const Tensor& b = inputs[2];
+    if (accumulates_in_place(b)) {
+      kern::colsum(g, b.grad(), true);
+    } else {
+      gb = like(b);
+      kern::colsum(g, gb, false);
+    }
+  }
+  if (inputs.size() > 2) return {gx, gw, gb};
+  return {gx, gw};
+}
+
 class LinearNode : public Node {
  public:
-  std::vector<Tensor> backward(const Tensor& g) override {
-    const Tensor &x = inputs[0], &w = inputs[1];
-    Tensor gx, gw, gb;
-    if (x.requires_grad()) gx = gemm_grad(x, g, false, w, false);  // dX[b,in] = dY[b,out] W[out,in]
-    if (w.requires_grad()) gw = gemm_grad(w, g, true, x, false);   // dW[out,in] = dY^T X
-    if (inputs.size() > 2 && inputs[2].requires_grad()) {          // db = column sums of dY
-      const Tensor& b = inputs[2];
-      if (accumulates_in_place(b)) {
-        kern::colsum(g, b.grad(), true);
-      } else {
-        gb = like(b);
-        kern::colsum(g, gb, false);
-      }
-    }
-    if (inputs.size() > 2) return {gx, gw, gb};
-    return {gx, gw};
-  }
+  std::vector<Tensor> backward(const Tensor& g) override { return linear_backward(inputs, g); }
   const char* name() const override { return "linear"; }
+};
+
+// y = f(x W^T + b): dZ = dY f'(z), from the saved output (as UnaryNode), then the linear's gradients.
+class LinearActivationNode : public Node {
+ public:
+  LinearActivationNode(kern::Unary op, Tensor out) : op_(op), out_(std::move(out)) {}
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor gz = like(g);
+    kern::unary_backward(op_, out_, g, gz);
+    return linear_backward(inputs, gz);
+  }
+  const char* name() const override { return "linear_activation"; }
+
+ private:
+  kern::Unary op_;
+  Tensor out_;  // detached: the node must not own the tensor that owns it
 };
 
 class MseNode : public Node {
@@ -245,6 +266,10 @@ Tensor tanh(const Tensor& x) { return unary(kern::Unary::Tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary(kern::Unary::Sigmoid, x); }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear(x, weight, bias, Activation::identity);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
   check_same(x, weight, "linear");
   FTCC_CHECK(x.dim() == 2 && weight.dim() == 2) << "linear: x " << shape_str(x.shape()) << ", weight "
                                                 << shape_str(weight.shape()) << " (expected [batch,in], [out,in])";
@@ -256,11 +281,24 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
         << "linear: bias " << shape_str(bias.shape()) << " for " << weight.size(0) << " outputs";
   }
   Tensor y = Tensor::empty({x.size(0), weight.size(0)}, x.dtype(), x.device());
-  kern::gemm(x, false, weight, true, y, bias.defined() ? &bias : nullptr, false);
+  const std::optional<kern::Unary> op = act == Activation::relu      ? std::optional(kern::Unary::Relu)
+                                        : act == Activation::tanh    ? std::optional(kern::Unary::Tanh)
+                                        : act == Activation::sigmoid ? std::optional(kern::Unary::Sigmoid)
+                                                                     : std::nullopt;
+  if (!op) {
+    kern::gemm(x, false, weight, true, y, bias.defined() ? &bias : nullptr, false);
+  } else if (x.device() == Device::CPU) {  // the bias joins the activation's pass
+    kern::gemm(x, false, weight, true, y, nullptr, false);
+    kern::bias_unary(y, bias.defined() ? &bias : nullptr, &*op);
+  } else {  // the CUDA GEMM adds the bias in its own epilogue
+    kern::gemm(x, false, weight, true, y, bias.defined() ? &bias : nullptr, false);
+    kern::bias_unary(y, nullptr, &*op);
+  }
   if (needs_grad({&x, &weight, &bias})) {
     std::vector<Tensor> in{x, weight};
     if (bias.defined()) in.push_back(bias);
-    attach(y, std::make_shared<LinearNode>(), std::move(in));
+    if (op) attach(y, std::make_shared<LinearActivationNode>(*op, y.detach()), std::move(in));
+    else attach(y, std::make_shared<LinearNode>(), std::move(in));
   }
   return y;
 }

@@ -2,7 +2,8 @@
 // grad mode is on (tensor/autograd.hpp), and runs on the inputs' device (CPU or CUDA) and dtype.
 //
 // Shapes:  matmul   [m,k] x [k,n] -> [m,n]
-//          linear   x [batch,in], weight [out,in] (PyTorch layout), bias [out] -> [batch,out]
+//          linear   x [batch,in], weight [out,in] (PyTorch layout), bias [out] -> [batch,out],
+//                   optionally followed by an activation in the same op
 //          add/sub/mul  same shapes; add also takes b of shape [n] against a of shape [..., n]
 //                       (bias broadcast over rows)
 //          sum, mean, mse_loss -> one-element tensor of shape [1]
@@ -25,6 +26,11 @@ Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 // Fused matmul + bias (one GEMM with the bias added in its epilogue); bias may be undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// act(x W^T + b) in one op: after the GEMM, one pass adds the bias and applies the activation in
+// place (relu; tanh and sigmoid take a second pass over the same buffer), one output tensor and
+// one graph node instead of two. Bitwise the same values and gradients as act(linear(x, W, b)).
+enum class Activation { identity, relu, tanh, sigmoid };
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act);
 // mean((pred - target)^2) over all elements; target never receives a gradient.
 Tensor mse_loss(const Tensor& pred, const Tensor& target);
 // sum((pred - target)^2) / denominator. For micro-batches: with denominator = (global batch rows)

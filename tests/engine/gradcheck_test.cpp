@@ -104,6 +104,17 @@ TEST(GradCheck, Linear) {
             {test::random_tensor({11, 13}, 19), test::random_tensor({5, 13}, 20)});
 }
 
+TEST(GradCheck, LinearWithActivation) {
+  const Tensor x = away_from_zero(test::random_tensor({11, 13}, 30), 0.05);
+  const Tensor w = test::random_tensor({5, 13}, 31), b = test::random_tensor({5}, 32);
+  for (auto act : {Activation::relu, Activation::tanh, Activation::sigmoid}) {
+    gradcheck("linear+bias+activation", [act](auto& in) { return linear(in[0], in[1], in[2], act); },
+              {x.clone(), w.clone(), b.clone()});
+    gradcheck("linear+activation", [act](auto& in) { return linear(in[0], in[1], Tensor(), act); },
+              {x.clone(), w.clone()});
+  }
+}
+
 TEST(GradCheck, MseLoss) {
   Tensor target = test::random_tensor({7, 3}, 21);
   gradcheck("mse", [&](auto& in) { return mse_loss(in[0], target); }, {test::random_tensor({7, 3}, 22)});

@@ -42,6 +42,29 @@ TEST(Module, SameSeedSameBitsDifferentSeedDifferent) {
   for (int i = 0; i < 42; ++i) EXPECT_LE(std::abs(fa[i]), 1 / std::sqrt(7.0f));
 }
 
+// Sequential runs Linear + activation as one fused op; the values and every gradient must be the
+// bits of the two ops run in turn (the trainers' SHA comparisons across dp, pp and tp rely on it).
+// Odd widths put elements in Eigen's vector tails.
+TEST(Sequential, FusedLinearActivationHasTheBitsOfTheTwoOps) {
+  for (auto act : {nn::Activation::ReLU, nn::Activation::Tanh, nn::Activation::Sigmoid}) {
+    SCOPED_TRACE(static_cast<int>(act));
+    auto fused = nn::mlp({37, 53, 29, 3}, act, 5);
+    auto plain = nn::mlp({37, 53, 29, 3}, act, 5);
+    const Tensor x = test::random_tensor({19, 37}, 6, -2, 2, tensor::DType::f32);
+    const Tensor y = test::random_tensor({19, 3}, 7, -1, 1, tensor::DType::f32);
+    // The reference: each child's own forward, one after the other.
+    Tensor h = x;
+    for (std::size_t i = 0; i < plain->size(); ++i) h = (*plain)[i].forward(h);
+    tensor::mse_loss(h, y).backward();
+    Tensor out = (*fused)(x);
+    tensor::mse_loss(out, y).backward();
+    EXPECT_EQ(out.to_vector(), h.to_vector());
+    const auto pf = fused->named_parameters(), pp = plain->named_parameters();
+    for (std::size_t i = 0; i < pf.size(); ++i)
+      EXPECT_EQ(pf[i].second.grad().to_vector(), pp[i].second.grad().to_vector()) << pf[i].first;
+  }
+}
+
 TEST(Module, InitialisationIsPinned) {
   // Pinned bits: a change in Philox, the uniform mapping or the seed derivation changes every
   // rank's initial weights and must be deliberate.
