@@ -202,14 +202,15 @@ void Tensor::copy_(const Tensor& src) const {
   // Conversion goes through the host: it is used for checkpoints and tests, never per step.
   Tensor host = src.device() == Device::CPU ? src : src.to(Device::CPU);
   Tensor conv = empty(shape(), dtype(), Device::CPU);
+  const std::int64_t n = numel();  // numel() multiplies the shape out: not once per element
   if (dtype() == DType::f32) {
     const double* s = host.data_as<double>();
     float* d = conv.data_as<float>();
-    for (std::int64_t i = 0; i < numel(); ++i) d[i] = static_cast<float>(s[i]);
+    for (std::int64_t i = 0; i < n; ++i) d[i] = static_cast<float>(s[i]);
   } else {
     const float* s = host.data_as<float>();
     double* d = conv.data_as<double>();
-    for (std::int64_t i = 0; i < numel(); ++i) d[i] = s[i];
+    for (std::int64_t i = 0; i < n; ++i) d[i] = s[i];
   }
   copy_bytes(raw_data(), device(), conv.raw_data(), Device::CPU, nbytes());
 }

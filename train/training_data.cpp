@@ -1,10 +1,10 @@
 #include "ftcc/train/training_data.hpp"
 
-#include <tuple>
-
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 #include <vector>
 
 #include "ftcc/base/error.hpp"
@@ -68,12 +68,18 @@ data::Dataset synthetic(const std::string& spec, std::uint64_t seed) {
   };
   for (size_t i = 0; i < x.size(); ++i) x[i] = normal(xs, i);
   for (size_t i = 0; i < w.size(); ++i) w[i] = normal(ws, i) / std::sqrt(static_cast<float>(in));
-  for (std::int64_t r = 0; r < n; ++r)
-    for (std::int64_t o = 0; o < out; ++o) {
-      double acc = 0;
-      for (std::int64_t k = 0; k < in; ++k) acc += static_cast<double>(x[r * in + k]) * w[o * in + k];
-      y[r * out + o] = static_cast<float>(std::tanh(acc));
+  // y = tanh(x w^T), each sum in double in k order; the outputs of a row advance together, so
+  // their sums are independent chains (the same sums, several times faster than one at a time).
+  std::vector<double> acc(static_cast<size_t>(out));
+  for (std::int64_t r = 0; r < n; ++r) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    const float* xr = x.data() + r * in;
+    for (std::int64_t k = 0; k < in; ++k) {
+      const double xk = xr[k];
+      for (std::int64_t o = 0; o < out; ++o) acc[static_cast<size_t>(o)] += xk * w[static_cast<size_t>(o * in + k)];
     }
+    for (std::int64_t o = 0; o < out; ++o) y[static_cast<size_t>(r * out + o)] = static_cast<float>(std::tanh(acc[static_cast<size_t>(o)]));
+  }
   data::Dataset d;
   d.features = tensor::Tensor::from_vector({n, in}, std::span<const float>(x));
   d.targets = tensor::Tensor::from_vector({n, out}, std::span<const float>(y));
