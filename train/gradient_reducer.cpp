@@ -1,6 +1,7 @@
 #include "ftcc/train/gradient_reducer.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "ftcc/base/error.hpp"
@@ -112,13 +113,25 @@ bool GradientReducer::sum(comm::Communicator& comm) {
   return arena_finite();
 }
 
-bool GradientReducer::arena_finite() const {
-  if (arena_.device() == tensor::Device::CPU) {
-    const float* v = arena_.data();
-    return std::all_of(v, v + numel_, [](float x) { return std::isfinite(x); });
+namespace {
+// No NaN or infinity among v: an exponent field of all ones. Branch-free within blocks of 4096
+// (the compiler vectorises the OR), so a step's check runs at memory speed.
+bool finite(const float* v, std::size_t n) {
+  constexpr std::uint32_t kExponent = 0x7f800000u;
+  for (std::size_t s = 0; s < n; s += 4096) {
+    const std::size_t e = std::min(n, s + 4096);
+    std::uint32_t bad = 0;
+    for (std::size_t i = s; i < e; ++i) bad |= static_cast<std::uint32_t>((std::bit_cast<std::uint32_t>(v[i]) & kExponent) == kExponent);
+    if (bad != 0) return false;
   }
+  return true;
+}
+}  // namespace
+
+bool GradientReducer::arena_finite() const {
+  if (arena_.device() == tensor::Device::CPU) return finite(arena_.data(), numel_);
   const auto host = arena_.to_vector();
-  return std::all_of(host.begin(), host.end(), [](float x) { return std::isfinite(x); });
+  return finite(host.data(), host.size());
 }
 
 std::vector<float> GradientReducer::snapshot() const { return arena_.to_vector(); }
@@ -157,8 +170,13 @@ bool GradientReducer::exact_sum(comm::Communicator& comm, const std::vector<std:
 }
 
 bool all_finite(const nn::NamedTensors& tensors) {
-  const auto values = nn::flatten_f32(tensors);
-  return std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); });
+  return std::all_of(tensors.begin(), tensors.end(), [](const auto& named) {
+    const tensor::Tensor& t = named.second;
+    if (t.device() == tensor::Device::CPU && t.dtype() == tensor::DType::f32)
+      return finite(t.data(), static_cast<std::size_t>(t.numel()));
+    const auto host = t.to_vector();  // another device or dtype: checked on a host copy
+    return finite(host.data(), host.size());
+  });
 }
 
 }  // namespace ftcc::train
