@@ -40,6 +40,8 @@ namespace fc = ftcc::comm;
 
 using Progress = TrainProgress;
 
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
 // Progress (with the samples digest accumulated so far), parameters and optimizer state from root.
 void broadcast_state(fc::Communicator& comm, int root, nn::Module& model, optim::Optimizer& opt, Progress& p) {
   std::int64_t head[5] = {p.cursor.epoch, p.cursor.step, p.step, p.samples_seen,
@@ -72,7 +74,9 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   // Ranks started with different configurations would train different models: refuse.
   const Digest cfg_hash = check_same_config(cfg, g.comm(), g.members());
 
-  TrainingData td = load_training_data(cfg.dataset, cfg.seed, cfg.held_out);
+  const auto t_data = Clock::now();
+  TrainingData td = load_training_data(cfg.dataset, cfg.seed, cfg.held_out, &g.comm());
+  const double data_s = seconds_since(t_data);
   const std::vector<std::int64_t> widths = model_widths(cfg.layers, td, cfg.dataset);
 
   auto model = nn::mlp(widths, cfg.activation, cfg.seed);
@@ -135,6 +139,8 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     return cfg.steps > 0 ? p.step >= cfg.steps : p.cursor.epoch >= (cfg.epochs > 0 ? cfg.epochs : 10);
   };
   const std::int64_t outputs = widths.back();
+  const double setup_s = seconds_since(t_start);
+  double evaluation_s = 0;
   double last_loss = 0;
   EvalFigures figures;
   StepBreakdown timer;
@@ -229,7 +235,12 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
             }
           },
       // The final figures, each rank on its share of the data (a failure here is recovered too).
-      .finish = [&] { figures = evaluate_split(g.comm(), *model, td.train, td.test, td.classification, dev); },
+      .finish =
+          [&] {
+            const auto t_eval = Clock::now();
+            figures = evaluate_split(g.comm(), *model, td.train, td.test, td.classification, dev);
+            evaluation_s = seconds_since(t_eval);
+          },
       .recovered = [&](const recovery::RecoveryEvent& ev) { report.recovered(ev); }});
 
   TrainSummary s = TrainSummary::of_run(figures.train_mse, last_loss, td.classification, figures.eval, p.step,
@@ -237,6 +248,9 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
                                         to_hex(sha256_of(params)), t_start);
   s.step_samples_per_s = report.steady_samples_per_s();
   s.step_ms = timer.to_json();
+  // Where the whole run's time went (rank 0's clock): set-up (data included) | steps | evaluation.
+  s.wall_split_s = {{"setup", setup_s}, {"data", data_s}, {"evaluation", evaluation_s},
+                    {"steps", s.wall_s - setup_s - evaluation_s}};
   log.finish(s.to_json());
   return s;
 }

@@ -37,7 +37,7 @@ class Driver {
  public:
   Driver(const TrainConfig& cfg, recovery::ResilientGroup& g, const StrategyFactory& make)
       : cfg_(cfg), g_(g), t_start_(Clock::now()), cfg_hash_(validated_hash(cfg, g)),
-        td_(load_training_data(cfg.dataset, cfg.seed, cfg.held_out)),
+        td_(load_training_data(cfg.dataset, cfg.seed, cfg.held_out, &g.comm())),
         widths_(model_widths(cfg.layers, td_, cfg.dataset)),
         s_(make(cfg, widths_, td_)),
         sampler_({.num_samples = td_.train.size(), .global_batch = cfg.batch, .seed = cfg.seed,

@@ -331,6 +331,7 @@ nlohmann::json TrainSummary::to_json() const {
           {"samples_per_s", samples_per_s},
           {"step_samples_per_s", step_samples_per_s},
           {"step_ms", step_ms},
+          {"wall_split_s", wall_split_s},
           {"wall_s", wall_s}};
 }
 

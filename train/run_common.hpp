@@ -67,6 +67,7 @@ struct TrainSummary {
   double samples_per_s = 0;         // whole run: samples_seen / wall_s (set-up and evaluation included)
   double step_samples_per_s = 0;    // steady state: ProgressReporter::steady_samples_per_s
   nlohmann::json step_ms;           // dp: this rank's median ms per step phase (train/step_breakdown.hpp)
+  nlohmann::json wall_split_s;      // dp: wall_s as set-up (of which data), steps and final evaluation
 
   nlohmann::json to_json() const;
   // The summary every trainer ends with; wall_s and samples_per_s are measured from `start`.

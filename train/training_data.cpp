@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ftcc/base/error.hpp"
+#include "ftcc/comm/collectives.hpp"
 #include "ftcc/data/datasets.hpp"
 #include "ftcc/data/table.hpp"
 #include "ftcc/tensor/random.hpp"
@@ -56,29 +57,50 @@ SyntheticShape parse_synthetic_spec(const std::string& spec) {
 
 namespace {
 
-data::Dataset synthetic(const std::string& spec, std::uint64_t seed) {
-  const auto [n, in, out] = parse_synthetic_spec(spec);
+// Rows [lo, hi) of synthetic:N:IN:OUT into rows (IN features then OUT targets per row). Row i's
+// values depend on i alone (Philox is counter-based), so any split of the rows gives the same bits.
+void synthetic_rows(const SyntheticShape& shape, std::uint64_t seed, std::int64_t lo, std::int64_t hi, float* rows) {
+  const auto [n, in, out] = shape;
   tensor::Philox xs(seed, 101), ws(seed, 102);
-  std::vector<float> x(static_cast<size_t>(n * in)), y(static_cast<size_t>(n * out)), w(static_cast<size_t>(in * out));
   // Box-Muller on Philox uniforms: identical on every platform.
   auto normal = [](const tensor::Philox& g, std::uint64_t i) {
     const auto [a, u2] = g.uniform_f64_pair(i);  // uniform_f64(2i), uniform_f64(2i + 1)
     const double u1 = std::max(a, 1e-300);
     return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
   };
-  for (size_t i = 0; i < x.size(); ++i) x[i] = normal(xs, i);
+  std::vector<float> w(static_cast<size_t>(in * out));
   for (size_t i = 0; i < w.size(); ++i) w[i] = normal(ws, i) / std::sqrt(static_cast<float>(in));
   // y = tanh(x w^T), each sum in double in k order; the outputs of a row advance together, so
   // their sums are independent chains (the same sums, several times faster than one at a time).
   std::vector<double> acc(static_cast<size_t>(out));
-  for (std::int64_t r = 0; r < n; ++r) {
+  for (std::int64_t r = lo; r < hi; ++r) {
+    float* xr = rows + (r - lo) * (in + out);
+    for (std::int64_t k = 0; k < in; ++k) xr[k] = normal(xs, static_cast<std::uint64_t>(r * in + k));
     std::fill(acc.begin(), acc.end(), 0.0);
-    const float* xr = x.data() + r * in;
     for (std::int64_t k = 0; k < in; ++k) {
       const double xk = xr[k];
       for (std::int64_t o = 0; o < out; ++o) acc[static_cast<size_t>(o)] += xk * w[static_cast<size_t>(o * in + k)];
     }
-    for (std::int64_t o = 0; o < out; ++o) y[static_cast<size_t>(r * out + o)] = static_cast<float>(std::tanh(acc[static_cast<size_t>(o)]));
+    for (std::int64_t o = 0; o < out; ++o) xr[in + o] = static_cast<float>(std::tanh(acc[static_cast<size_t>(o)]));
+  }
+}
+
+// With `share`, each rank makes a 1/size share of the rows and an allgather assembles them.
+data::Dataset synthetic(const std::string& spec, std::uint64_t seed, comm::Communicator* share) {
+  const SyntheticShape shape = parse_synthetic_spec(spec);
+  const auto [n, in, out] = shape;
+  const std::int64_t parts = share != nullptr ? share->size() : 1, part = share != nullptr ? share->rank() : 0;
+  const std::int64_t per = (n + parts - 1) / parts, width = in + out;
+  std::vector<float> rows(static_cast<size_t>(per * parts * width));
+  const std::int64_t lo = std::min(n, part * per), hi = std::min(n, lo + per);
+  synthetic_rows(shape, seed, lo, hi, rows.data() + part * per * width);
+  if (share != nullptr && parts > 1)
+    comm::allgather(*share, comm::kInPlace, rows.data(), static_cast<std::size_t>(per * width), comm::DType::f32);
+  std::vector<float> x(static_cast<size_t>(n * in)), y(static_cast<size_t>(n * out));
+  for (std::int64_t r = 0; r < n; ++r) {
+    const float* src = rows.data() + r * width;
+    std::copy(src, src + in, x.data() + r * in);
+    std::copy(src + in, src + width, y.data() + r * out);
   }
   data::Dataset d;
   d.features = tensor::Tensor::from_vector({n, in}, std::span<const float>(x));
@@ -104,7 +126,8 @@ data::Dataset last_column_is_target(const tensor::Tensor& t, const std::string& 
 
 }  // namespace
 
-TrainingData load_training_data(const std::string& spec, std::uint64_t seed, double held_out) {
+TrainingData load_training_data(const std::string& spec, std::uint64_t seed, double held_out,
+                                comm::Communicator* share) {
   TrainingData out;
   out.name = spec;
   data::Dataset all;
@@ -115,7 +138,7 @@ TrainingData load_training_data(const std::string& spec, std::uint64_t seed, dou
     out.classification = true;
     out.classes = 10;
   } else if (spec.rfind("synthetic:", 0) == 0) {
-    all = synthetic(spec, seed);
+    all = synthetic(spec, seed, share);
   } else if (ends_with(spec, ".csv") || ends_with(spec, ".csv.gz")) {
     FTCC_REQUIRE(std::filesystem::exists(spec)) << "--dataset '" << spec << "': no such file";
     const auto table = data::read_csv(spec);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ftcc/comm/communicator.hpp"
 #include "ftcc/data/dataset.hpp"
 
 namespace ftcc::train {
@@ -25,7 +26,11 @@ struct TrainingData {
   int classes = 0;
 };
 
-TrainingData load_training_data(const std::string& spec, std::uint64_t seed, double held_out);
+// share: the ranks of the job; they then make synthetic data together (each rank 1/size of the
+// rows, one allgather; the same bits as one rank alone). Other datasets are read by every rank.
+// A failure of a rank meanwhile throws comm::FaultDetected (a collective, comm/collectives.hpp).
+TrainingData load_training_data(const std::string& spec, std::uint64_t seed, double held_out,
+                                comm::Communicator* share = nullptr);
 
 // synthetic:N:IN:OUT parsed and size-checked (each of N x IN, N x OUT, IN x OUT at most 2^31
 // values, computed without overflow); throws InvalidArgument naming the spec.

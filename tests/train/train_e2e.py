@@ -173,6 +173,19 @@ if case == "fault_free_matches_single_process":
     det = [s["param_sha256"] for s in dets]
     check(len(set(det)) == 1, f"--deterministic on 1, 2, 4 ranks: one SHA-256 ({set(det)})")
     check(base["eval_name"] == "accuracy" and base["eval_metric"] > 0.9, f"digits held-out accuracy {base['eval_metric']:.3f}")
+    # Synthetic data is made by the ranks together (1/n of the rows each, then an allgather): on 3
+    # ranks (an uneven split of 1000 rows) it must be the data one rank makes alone, bit for bit.
+    syn = [run(n, "--dataset", "synthetic:1000:20:3", "--batch", "64", "--steps", "5", "--deterministic")[0]
+           for n in (1, 3)]
+    check(syn[0]["param_sha256"] == syn[1]["param_sha256"],
+          f"synthetic data made on 3 ranks differs from 1 rank's: {syn[0]['param_sha256']} vs {syn[1]['param_sha256']}")
+    # Where the time went: the phases of a step and the split of the whole run, in the summary.
+    for key in ("data", "forward", "backward", "exposed_comm", "optimizer", "total"):
+        check(base["step_ms"][key] >= 0, f"step_ms.{key}: {base['step_ms']}")
+    check(base["step_ms"]["forward"] > 0 and base["step_ms"]["backward"] > 0, f"step_ms: {base['step_ms']}")
+    split = base["wall_split_s"]
+    check(abs(split["setup"] + split["steps"] + split["evaluation"] - base["wall_s"]) < 1e-6
+          and split["data"] <= split["setup"] and min(split.values()) >= 0, f"wall_split_s {split}, wall_s {base['wall_s']}")
 
 elif case in ("kills_digits", "kills_diabetes"):
     args, size, epochs = (DIGITS, DIGITS_TRAIN, 6) if case == "kills_digits" else (DIABETES, DIABETES_TRAIN, 30)
