@@ -48,37 +48,54 @@ std::size_t shard_bytes(const nn::NamedTensors& full, int num_layers, int n, int
   return total;
 }
 
-void copy_shard(const nn::NamedTensors& full, int num_layers, int n, int r, std::span<std::byte> bytes, bool to_full) {
-  FTCC_CHECK(bytes.size() == shard_bytes(full, num_layers, n, r))
-      << "shard " << r << " of " << n << ": " << bytes.size() << " bytes, expected " << shard_bytes(full, num_layers, n, r);
-  std::byte* s = bytes.data();
-  auto move = [&](std::byte* f, std::size_t len) {
-    if (to_full) std::memcpy(f, s, len);
-    else std::memcpy(s, f, len);
-    s += len;
-  };
+namespace {
+
+// Calls visit(pointer into the full tensor, length) for each of rank r's slices, in packed order.
+template <class Visit>
+void for_each_slice(const nn::NamedTensors& full, int num_layers, int n, int r, std::size_t packed_bytes,
+                    Visit visit) {
+  FTCC_CHECK(packed_bytes == shard_bytes(full, num_layers, n, r))
+      << "shard " << r << " of " << n << ": " << packed_bytes << " bytes, expected " << shard_bytes(full, num_layers, n, r);
   for (const auto& [name, t] : full) {
     FTCC_CHECK(t.device() == tensor::Device::CPU) << "tp shards: '" << name << "' is not on the CPU";
     auto* f = static_cast<std::byte*>(t.raw_data());
     const std::size_t esz = tensor::dtype_size(t.dtype());
     switch (slice_kind(name, num_layers)) {
-      case SliceKind::full: move(f, t.nbytes()); break;
+      case SliceKind::full: visit(f, t.nbytes()); break;
       case SliceKind::rows: {
         const auto sr = shard_range(t.size(0), n, r);
         const std::size_t row = t.nbytes() / static_cast<std::size_t>(t.size(0));
-        move(f + static_cast<std::size_t>(sr.begin) * row, static_cast<std::size_t>(sr.end - sr.begin) * row);
+        visit(f + static_cast<std::size_t>(sr.begin) * row, static_cast<std::size_t>(sr.end - sr.begin) * row);
         break;
       }
       case SliceKind::cols: {
         const auto sr = shard_range(t.size(1), n, r);
         const auto cols = static_cast<std::size_t>(t.size(1));
         for (std::int64_t o = 0; o < t.size(0); ++o)
-          move(f + (static_cast<std::size_t>(o) * cols + static_cast<std::size_t>(sr.begin)) * esz,
-               static_cast<std::size_t>(sr.end - sr.begin) * esz);
+          visit(f + (static_cast<std::size_t>(o) * cols + static_cast<std::size_t>(sr.begin)) * esz,
+                static_cast<std::size_t>(sr.end - sr.begin) * esz);
         break;
       }
     }
   }
+}
+
+}  // namespace
+
+void full_to_shard(const nn::NamedTensors& full, int num_layers, int n, int r, std::span<std::byte> bytes) {
+  std::byte* s = bytes.data();
+  for_each_slice(full, num_layers, n, r, bytes.size(), [&](const std::byte* f, std::size_t len) {
+    std::memcpy(s, f, len);
+    s += len;
+  });
+}
+
+void shard_to_full(const nn::NamedTensors& full, int num_layers, int n, int r, std::span<const std::byte> bytes) {
+  const std::byte* s = bytes.data();
+  for_each_slice(full, num_layers, n, r, bytes.size(), [&](std::byte* f, std::size_t len) {
+    std::memcpy(f, s, len);
+    s += len;
+  });
 }
 
 std::int64_t min_split_width(const std::vector<std::int64_t>& widths) {

@@ -10,9 +10,9 @@
 // parameter; the optimizer's "step" is replicated.
 //
 // A shard is the list of a rank's tensors (parameters, then the optimizer state, in the canonical
-// order of the full model's lists) with those slices as shapes; shard_bytes / copy_shard move it
-// between its packed bytes (nn::pack_bytes of the rank's own lists) and the full model's lists, so
-// a new rank count re-splits a model assembled from the shards of the old one.
+// order of the full model's lists) with those slices as shapes; shard_bytes, full_to_shard and
+// shard_to_full move it between its packed bytes (nn::pack_bytes of the rank's own lists) and the
+// full model's lists, so a new rank count re-splits a model assembled from the shards of the old one.
 #pragma once
 
 #include <cstddef>
@@ -43,9 +43,10 @@ tensor::Shape shard_shape(const std::string& name, const tensor::Tensor& t, int 
 // Byte size of rank r's shard of `full` (parameters + optimizer state lists, concatenated).
 std::size_t shard_bytes(const nn::NamedTensors& full, int num_layers, int n, int r);
 
-// Copies rank r's slices between `full` and the packed shard `bytes` (to_full: bytes -> full;
-// otherwise full -> bytes). Replicated tensors are copied whole.
-void copy_shard(const nn::NamedTensors& full, int num_layers, int n, int r, std::span<std::byte> bytes, bool to_full);
+// Copies rank r's slices of `full` into the packed shard `bytes` (full_to_shard), or back
+// (shard_to_full). Replicated tensors are copied whole. `bytes` must be shard_bytes() long.
+void full_to_shard(const nn::NamedTensors& full, int num_layers, int n, int r, std::span<std::byte> bytes);
+void shard_to_full(const nn::NamedTensors& full, int num_layers, int n, int r, std::span<const std::byte> bytes);
 
 // The smallest hidden width of a column/row pair (the most ranks tp can split over); 0 when
 // the model has no pair (fewer than 2 layers).

@@ -65,12 +65,11 @@ class TensorStrategy final : public ModelParallelStrategy {
     return shard_bytes(f.state(), L_, u.of, u.index);
   }
   void unit_to_full(FullModel& f, UnitKey u, std::span<const std::byte> bytes) const override {
-    Bytes b(bytes.begin(), bytes.end());
-    copy_shard(f.state(), L_, u.of, u.index, b, /*to_full=*/true);
+    shard_to_full(f.state(), L_, u.of, u.index, bytes);
   }
   Bytes unit_from_full(const FullModel& f, UnitKey u) const override {
     Bytes b(shard_bytes(f.state(), L_, u.of, u.index));
-    copy_shard(f.state(), L_, u.of, u.index, b, /*to_full=*/false);
+    full_to_shard(f.state(), L_, u.of, u.index, b);
     return b;
   }
 

@@ -50,8 +50,8 @@ TEST(TpShard, ResplitFourThreeTwoRoundTrips) {
     for (int r = 0; r < n; ++r) {
       std::vector<std::byte> b(shard_bytes(src, L, n, r));
       total += b.size();
-      copy_shard(src, L, n, r, b, /*to_full=*/false);
-      copy_shard(dst, L, n, r, b, /*to_full=*/true);
+      full_to_shard(src, L, n, r, b);
+      shard_to_full(dst, L, n, r, b);
     }
     EXPECT_EQ(nn::pack_bytes(dst), want) << n << " ranks";
     EXPECT_GT(total, want.size() / static_cast<std::size_t>(n)) << "replicated biases and step are in every shard";
