@@ -60,12 +60,11 @@ Tensor Standardizer::apply(const Tensor& x) const {
   FTCC_CHECK(x.dim() == 2 && static_cast<std::size_t>(x.size(1)) == mean.size())
       << "Standardizer::apply: " << x.size(1) << " features, fitted on " << mean.size();
   std::vector<double> v = x.to_vector_f64();
-  const std::int64_t f = x.size(1);
-  for (std::size_t k = 0; k < v.size(); ++k) {
-    std::size_t j = k % static_cast<std::size_t>(f);
-    double sd = stddev[j] > 0 ? stddev[j] : 1.0;
-    v[k] = (v[k] - mean[j]) / sd;
-  }
+  const auto f = static_cast<std::size_t>(x.size(1));
+  std::vector<double> sd(f);
+  for (std::size_t j = 0; j < f; ++j) sd[j] = stddev[j] > 0 ? stddev[j] : 1.0;
+  for (std::size_t row = 0; row < v.size(); row += f)  // by rows and columns: no division per element
+    for (std::size_t j = 0; j < f; ++j) v[row + j] = (v[row + j] - mean[j]) / sd[j];
   return Tensor::from_vector(x.shape(), std::span<const double>(v), tensor::DType::f32);
 }
 
