@@ -37,20 +37,23 @@ AllreduceAlgo parse_allreduce_algo(std::string_view s) {
 //                  ring at 1 MiB, not worth a third band; elsewhere ring led (to 1.18x) or tied.
 //   < 512 B        rhd (recursive doubling, log2 n exchanges; tied with tree on 4, ahead on 3)
 //   < 4 KiB        rhd on 2^k ranks; tree otherwise (the fold costs rhd two hops: 1.4-1.8x on 3)
-//   < 128 KiB      tree (one or two segments; 1.3-1.7x ahead of rhd at 8-64 KiB on 3 and 4)
-//   >= 128 KiB     ring on other than 2^k ranks (on 3: ties tree at 128 KiB, ahead of it from
-//                  256 KiB; 1.1-1.6x ahead of rhd from 512 KiB)
-//   < 4 MiB        rhd on 2^k ranks (2 log2 n large messages; 1.1-1.3x ahead of ring on 4)
-//   >= 4 MiB       ring (bandwidth-optimal, pipelined; ties rhd on 4 ranks, 1.3-1.6x ahead on 3)
+//   other than 2^k ranks, from 4 KiB: tree < 256 KiB, then ring (on 3 ranks tree was 1.3-1.7x
+//                  ahead of rhd at 4-64 KiB and 1.08x at 128 KiB; ring was ahead of tree from
+//                  256 KiB and 1.1-1.6x ahead of rhd from 512 KiB)
+//   2^k ranks, from 4 KiB:
+//   < 128 KiB      tree (one or two segments; 1.3-1.6x ahead of rhd at 8-64 KiB on 4)
+//   < 4 MiB        rhd (2 log2 n large messages; 1.1-1.3x ahead of ring on 4 at 128 KiB-1 MiB)
+//   >= 4 MiB       ring (bandwidth-optimal, pipelined; ties rhd on 4 ranks up to 64 MiB)
 AllreduceAlgo select_allreduce_algo(std::size_t bytes, int ranks) {
   const bool pow2 = ranks > 0 && (ranks & (ranks - 1)) == 0;
   constexpr std::size_t KiB = detail::kKiB, MiB = 1024 * KiB;
   if (ranks == 2) return bytes < 8 * KiB ? AllreduceAlgo::rhd : AllreduceAlgo::ring;
   if (bytes < 512) return AllreduceAlgo::rhd;
   if (bytes < 4 * KiB) return pow2 ? AllreduceAlgo::rhd : AllreduceAlgo::tree;
+  if (!pow2) return bytes < 256 * KiB ? AllreduceAlgo::tree : AllreduceAlgo::ring;
   if (bytes < 128 * KiB) return AllreduceAlgo::tree;
-  if (!pow2 || bytes >= 4 * MiB) return AllreduceAlgo::ring;
-  return AllreduceAlgo::rhd;
+  if (bytes < 4 * MiB) return AllreduceAlgo::rhd;
+  return AllreduceAlgo::ring;
 }
 
 AllreduceAlgo resolve_allreduce_algo(AllreduceAlgo requested, std::size_t bytes, int ranks) {
