@@ -33,8 +33,9 @@ AllreduceAlgo parse_allreduce_algo(std::string_view s) {
 // is the median over runs of the slower algorithm's time / the faster one's in the same run
 // (docs/collectives.md, "Auto thresholds", has the command, the medians and the spreads):
 //   2 ranks        rhd < 8 KiB, ring from 8 KiB. Tree (reduce, then broadcast: two full-size hops
-//                  in series) was 1.05-2.1x behind the best from 4 KiB up. rhd was 1.07x ahead of
-//                  ring at 1 MiB, not worth a third band; elsewhere ring led (to 1.18x) or tied.
+//                  in series) was 1.05-2.1x behind the best from 4 KiB up. rhd was 1.08x ahead of
+//                  ring at 1 MiB (not worth splitting the ring range); elsewhere ring led (to
+//                  1.18x) or tied.
 //   < 512 B        rhd (recursive doubling, log2 n exchanges; tied with tree on 4, ahead on 3)
 //   < 4 KiB        rhd on 2^k ranks; tree otherwise (the fold costs rhd two hops: 1.4-1.8x on 3)
 //   other than 2^k ranks, from 4 KiB: tree < 256 KiB, then ring (on 3 ranks tree was 1.3-1.7x
