@@ -1,5 +1,6 @@
-// allreduce: picks ring, tree or rhd. The thresholds come from ftcc-bench on the development
-// machine (docs/collectives.md has the table and the command); re-measure before changing them.
+// allreduce: picks ring, tree or rhd. The thresholds come from a repeated sweep on the development
+// machine (docs/collectives.md has the table and the command); re-measure with bench/comm/auto_sweep
+// before changing them.
 #include <cstdlib>
 #include <string>
 
@@ -28,17 +29,29 @@ AllreduceAlgo parse_allreduce_algo(std::string_view s) {
   return AllreduceAlgo::automatic;
 }
 
-// Measured with ftcc-bench on 3 and 4 ranks (docs/collectives.md, "Measured"):
-//   < 512 B        rhd (recursive doubling: log2 n exchanges, the fewest latencies)
-//   < 4 KiB        rhd on 2^k ranks; tree otherwise (the fold costs rhd two extra hops)
-//   < 128 KiB      tree (one or two segments; 1.6x MPI at 8-32 KiB on 4 ranks)
-//   < 4 MiB        rhd (2 log2 n large messages, fewest handshakes)
-//   >= 4 MiB       ring (bandwidth-optimal and pipelined; ties rhd on 4 ranks, beats it on 3)
+// From bench/comm/auto_sweep on 2, 3 and 4 ranks: 5 runs of ftcc-bench per rank count; "ahead"
+// is the median over runs of the slower algorithm's time / the faster one's in the same run
+// (docs/collectives.md, "Auto thresholds", has the command, the medians and the spreads):
+//   2 ranks        rhd < 8 KiB, ring from 8 KiB. Tree (reduce, then broadcast: two full-size hops
+//                  in series) was 1.05-2.1x behind the best from 4 KiB up. rhd was 1.08x ahead of
+//                  ring at 1 MiB (not worth splitting the ring range); elsewhere ring led (to
+//                  1.18x) or tied.
+//   < 512 B        rhd (recursive doubling, log2 n exchanges; tied with tree on 4, ahead on 3)
+//   < 4 KiB        rhd on 2^k ranks; tree otherwise (the fold costs rhd two hops: 1.4-1.8x on 3)
+//   other than 2^k ranks, from 4 KiB: tree < 256 KiB, then ring (on 3 ranks tree was 1.3-1.7x
+//                  ahead of rhd at 4-64 KiB and 1.08x at 128 KiB; ring was ahead of tree from
+//                  256 KiB and 1.1-1.6x ahead of rhd from 512 KiB)
+//   2^k ranks, from 4 KiB:
+//   < 128 KiB      tree (one or two segments; 1.3-1.6x ahead of rhd at 8-64 KiB on 4)
+//   < 4 MiB        rhd (2 log2 n large messages; 1.1-1.3x ahead of ring on 4 at 128 KiB-1 MiB)
+//   >= 4 MiB       ring (bandwidth-optimal, pipelined; ties rhd on 4 ranks up to 64 MiB)
 AllreduceAlgo select_allreduce_algo(std::size_t bytes, int ranks) {
   const bool pow2 = ranks > 0 && (ranks & (ranks - 1)) == 0;
   constexpr std::size_t KiB = detail::kKiB, MiB = 1024 * KiB;
+  if (ranks == 2) return bytes < 8 * KiB ? AllreduceAlgo::rhd : AllreduceAlgo::ring;
   if (bytes < 512) return AllreduceAlgo::rhd;
   if (bytes < 4 * KiB) return pow2 ? AllreduceAlgo::rhd : AllreduceAlgo::tree;
+  if (!pow2) return bytes < 256 * KiB ? AllreduceAlgo::tree : AllreduceAlgo::ring;
   if (bytes < 128 * KiB) return AllreduceAlgo::tree;
   if (bytes < 4 * MiB) return AllreduceAlgo::rhd;
   return AllreduceAlgo::ring;
