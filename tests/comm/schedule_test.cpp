@@ -354,4 +354,27 @@ TEST(Environment, TimeoutAndAlgorithmOverrides) {
   EXPECT_EQ(resolve_allreduce_algo(AllreduceAlgo::automatic, 16 * 1024, 4), AllreduceAlgo::tree);
 }
 
+// The measured rule (comm/allreduce.cpp, docs/collectives.md "Auto thresholds"), at each boundary.
+TEST(AutoSelection, PicksTheMeasuredAlgorithmOnEachSideOfEveryThreshold) {
+  constexpr std::size_t KiB = 1024, MiB = 1024 * KiB;
+  struct Case {
+    std::size_t bytes;
+    int ranks;
+    AllreduceAlgo want;
+  };
+  const Case cases[] = {
+      // 2 ranks: rhd below 8 KiB, ring from there on (tree never).
+      {8, 2, AllreduceAlgo::rhd}, {8 * KiB - 4, 2, AllreduceAlgo::rhd}, {8 * KiB, 2, AllreduceAlgo::ring},
+      {64 * MiB, 2, AllreduceAlgo::ring},
+      // 3 ranks (not a power of two): rhd < 512 B, tree < 256 KiB, then ring.
+      {508, 3, AllreduceAlgo::rhd}, {512, 3, AllreduceAlgo::tree}, {256 * KiB - 4, 3, AllreduceAlgo::tree},
+      {256 * KiB, 3, AllreduceAlgo::ring}, {64 * MiB, 7, AllreduceAlgo::ring},
+      // 4 ranks: rhd < 4 KiB, tree < 128 KiB, rhd < 4 MiB, ring.
+      {4 * KiB - 4, 4, AllreduceAlgo::rhd}, {4 * KiB, 4, AllreduceAlgo::tree}, {128 * KiB - 4, 4, AllreduceAlgo::tree},
+      {128 * KiB, 4, AllreduceAlgo::rhd}, {4 * MiB - 4, 8, AllreduceAlgo::rhd}, {4 * MiB, 8, AllreduceAlgo::ring},
+  };
+  for (const auto& c : cases)
+    EXPECT_EQ(select_allreduce_algo(c.bytes, c.ranks), c.want) << c.bytes << " bytes on " << c.ranks << " ranks";
+}
+
 }  // namespace
