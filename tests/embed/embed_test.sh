@@ -59,7 +59,13 @@ if [ "$have_cuda" = 1 ]; then
   ! readelf -d "$libdir/libftcc_cuda.so" | grep NEEDED | grep -q 'libftcc\.so' ||
     fail "libftcc_cuda.so needs libftcc.so (a program with libftcc.a linked in would get a second libftcc)"
 fi
-echo "embed_test: no CUDA library in libftcc.so, ftcc.pc or libftcc.a (build with CUDA: $have_cuda)"
+# The installed ftcc-train maps no CUDA library either: --device cuda loads libftcc_cuda.so when
+# asked (a CPU run would otherwise carry cudart and cuBLAS, about 200 MB per rank).
+train=$(find "$tmp" -path '*/bin/ftcc-train' | head -n 1)
+[ -x "$train" ] || fail "ftcc-train was not installed"
+train_cuda=$(readelf -d "$train" | grep NEEDED | grep -E 'libcuda|libcublas|libnv|libftcc_cuda' || true)
+[ -z "$train_cuda" ] || fail "ftcc-train needs CUDA libraries: $train_cuda"
+echo "embed_test: no CUDA library in libftcc.so, ftcc.pc, libftcc.a or ftcc-train (build with CUDA: $have_cuda)"
 
 # probe NAME [env...]: runs the CUDA probe, prints its lines; sets origin, devices, tensor.
 probe() {
