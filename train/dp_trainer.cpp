@@ -22,6 +22,7 @@
 #include "ftcc_config.hpp"
 #include "ftcc/tensor/autograd.hpp"
 #include "ftcc/tensor/cuda/backend.hpp"
+#include "ftcc/tensor/host_buffers.hpp"
 #include "ftcc/tensor/storage.hpp"
 #include "ftcc/tensor/ops.hpp"
 #include "ftcc/train/checkpoint_store.hpp"
@@ -77,6 +78,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   const auto t_data = Clock::now();
   TrainingData td = load_training_data(cfg.dataset, cfg.seed, cfg.held_out, &g.comm());
   const double data_s = seconds_since(t_data);
+  tensor::host_buffers_release();  // the buffers of the data's preparation will not be asked for again
   const std::vector<std::int64_t> widths = model_widths(cfg.layers, td, cfg.dataset);
 
   auto model = nn::mlp(widths, cfg.activation, cfg.seed);

@@ -11,6 +11,7 @@
 #include "ftcc/comm/errors.hpp"
 #include "ftcc/data/sampler.hpp"
 #include "ftcc/recovery/step_loop.hpp"
+#include "ftcc/tensor/host_buffers.hpp"
 #include "ftcc/train/checkpoint_store.hpp"
 #include "ftcc/train/pp_strategy.hpp"
 #include "ftcc/train/progress_reporter.hpp"
@@ -45,6 +46,7 @@ class Driver {
         log_(cfg, g, sampler_.steps_per_epoch()) {
     s_->validate(g.size(), /*at_start=*/true);
     if (!cfg.checkpoint_dir.empty()) ckpt_ = std::make_unique<CheckpointStore>(cfg.checkpoint_dir, cfg, widths_);
+    tensor::host_buffers_release();  // the buffers of the data's preparation will not be asked for again
   }
 
   TrainSummary run() {
