@@ -199,9 +199,10 @@ void Tensor::copy_(const Tensor& src) const {
     copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
     return;
   }
-  // Conversion goes through the host: it is used for checkpoints and tests, never per step.
+  // Conversion goes through the host: it is used for checkpoints and tests, never per step. On
+  // the CPU it converts straight into this tensor.
   Tensor host = src.device() == Device::CPU ? src : src.to(Device::CPU);
-  Tensor conv = empty(shape(), dtype(), Device::CPU);
+  Tensor conv = device() == Device::CPU ? *this : empty(shape(), dtype(), Device::CPU);
   const std::int64_t n = numel();  // numel() multiplies the shape out: not once per element
   if (dtype() == DType::f32) {
     const double* s = host.data_as<double>();
@@ -212,21 +213,26 @@ void Tensor::copy_(const Tensor& src) const {
     double* d = conv.data_as<double>();
     for (std::int64_t i = 0; i < n; ++i) d[i] = s[i];
   }
-  copy_bytes(raw_data(), device(), conv.raw_data(), Device::CPU, nbytes());
+  if (device() != Device::CPU) copy_bytes(raw_data(), device(), conv.raw_data(), Device::CPU, nbytes());
 }
 
 void Tensor::fill_(double value) const { kern::fill(*this, value); }
 
-std::vector<float> Tensor::to_vector() const {
-  Tensor h = to(Device::CPU).to(DType::f32);
-  return std::vector<float>(h.data(), h.data() + h.numel());
+namespace {
+// The values of t as a host vector of T, converted element by element: no intermediate tensor
+// (a CPU tensor is read in place; a device tensor is copied to the host once).
+template <class T>
+std::vector<T> host_values(const Tensor& t) {
+  const Tensor h = t.device() == Device::CPU ? t : t.to(Device::CPU);
+  const auto n = static_cast<std::size_t>(h.numel());
+  if (h.dtype() == DType::f32) return std::vector<T>(h.data_as<float>(), h.data_as<float>() + n);
+  return std::vector<T>(h.data_as<double>(), h.data_as<double>() + n);
 }
+}  // namespace
 
-std::vector<double> Tensor::to_vector_f64() const {
-  Tensor h = to(Device::CPU).to(DType::f64);
-  const double* p = h.data_as<double>();
-  return std::vector<double>(p, p + h.numel());
-}
+std::vector<float> Tensor::to_vector() const { return host_values<float>(*this); }
+
+std::vector<double> Tensor::to_vector_f64() const { return host_values<double>(*this); }
 
 double Tensor::item() const {
   FTCC_CHECK(numel() == 1) << "item() of a tensor with " << numel() << " elements";
