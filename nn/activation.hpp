@@ -1,6 +1,8 @@
 // nn/activation.hpp: parameter-free elementwise layers (ReLU, Tanh, Sigmoid) for Sequential.
 // Sequential runs a Linear followed by one of them as one fused op (tensor::linear with an
-// activation), which gives the same bits as running them one after the other.
+// activation), which gives the same bits as running them one after the other. It does so only
+// for these classes themselves: a class derived from Linear or from one of them keeps its own
+// forward().
 #pragma once
 
 #include "ftcc/nn/module.hpp"

@@ -65,6 +65,31 @@ TEST(Sequential, FusedLinearActivationHasTheBitsOfTheTwoOps) {
   }
 }
 
+// A class derived from Linear or from an activation keeps its own forward(): Sequential fuses only
+// the library's own classes.
+TEST(Sequential, ASubclassOfAnActivationIsNotFusedAway) {
+  struct CappedReLU : nn::ReLU {
+    Tensor forward(const Tensor& x) override { return tensor::mul(tensor::relu(x), tensor::Tensor::full(x.shape(), 0.5)); }
+  };
+  struct ScaledLinear : nn::Linear {
+    using nn::Linear::Linear;
+    Tensor forward(const Tensor& x) override { return tensor::mul(nn::Linear::forward(x), tensor::Tensor::full({x.size(0), out_features()}, 2.0)); }
+  };
+  const Tensor x = test::random_tensor({5, 4}, 8, -1, 1, tensor::DType::f32);
+  nn::Sequential plain, capped, scaled;
+  plain.emplace<nn::Linear>(4, 3, nn::LinearOptions{.seed = 1}).emplace<nn::ReLU>();
+  capped.emplace<nn::Linear>(4, 3, nn::LinearOptions{.seed = 1}).emplace<CappedReLU>();
+  scaled.emplace<ScaledLinear>(4, 3, nn::LinearOptions{.seed = 1}).emplace<nn::ReLU>();
+  const auto p = plain(x).to_vector(), c = capped(x).to_vector(), s = scaled(x).to_vector();
+  bool some_positive = false;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    EXPECT_EQ(c[i], p[i] * 0.5f) << i;
+    EXPECT_EQ(s[i], p[i] * 2.0f) << i;
+    some_positive = some_positive || p[i] > 0;
+  }
+  EXPECT_TRUE(some_positive);
+}
+
 TEST(Module, InitialisationIsPinned) {
   // Pinned bits: a change in Philox, the uniform mapping or the seed derivation changes every
   // rank's initial weights and must be deliberate.
