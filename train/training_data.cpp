@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <tuple>
 #include <vector>
 
@@ -97,20 +98,30 @@ data::Dataset synthetic(const std::string& spec, std::uint64_t seed, comm::Commu
   const auto [n, in, out] = shape;
   const std::int64_t parts = share != nullptr ? share->size() : 1, part = share != nullptr ? share->rank() : 0;
   const std::int64_t per = (n + parts - 1) / parts, width = in + out;
-  std::vector<float> rows(static_cast<size_t>(per * parts * width));
+  // The allgather receives into `rows`. After a failure a receive that could not be cancelled may
+  // still write there, so on that path the buffer is left allocated (the process goes on to a
+  // recovery or an exit), as comm/'s own scratch buffers are.
+  auto rows = std::make_unique<std::vector<float>>(static_cast<size_t>(per * parts * width));
   const std::int64_t lo = std::min(n, part * per), hi = std::min(n, lo + per);
-  synthetic_rows(shape, seed, lo, hi, rows.data() + part * per * width);
-  if (share != nullptr && parts > 1)
-    comm::allgather(*share, comm::kInPlace, rows.data(), static_cast<std::size_t>(per * width), comm::DType::f32);
-  std::vector<float> x(static_cast<size_t>(n * in)), y(static_cast<size_t>(n * out));
-  for (std::int64_t r = 0; r < n; ++r) {
-    const float* src = rows.data() + r * width;
-    std::copy(src, src + in, x.data() + r * in);
-    std::copy(src + in, src + width, y.data() + r * out);
+  synthetic_rows(shape, seed, lo, hi, rows->data() + part * per * width);
+  if (share != nullptr && parts > 1) {
+    try {
+      comm::allgather(*share, comm::kInPlace, rows->data(), static_cast<std::size_t>(per * width), comm::DType::f32);
+    } catch (...) {
+      (void)rows.release();
+      throw;
+    }
   }
   data::Dataset d;
-  d.features = tensor::Tensor::from_vector({n, in}, std::span<const float>(x));
-  d.targets = tensor::Tensor::from_vector({n, out}, std::span<const float>(y));
+  d.features = tensor::Tensor::empty({n, in});
+  d.targets = tensor::Tensor::empty({n, out});
+  float* x = d.features.data();
+  float* y = d.targets.data();
+  for (std::int64_t r = 0; r < n; ++r) {
+    const float* src = rows->data() + r * width;
+    std::copy(src, src + in, x + r * in);
+    std::copy(src + in, src + width, y + r * out);
+  }
   return d;
 }
 
