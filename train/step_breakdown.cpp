@@ -27,7 +27,11 @@ void StepBreakdown::mark(Phase p) {
   last_ = now;
 }
 
-void StepBreakdown::end_step() { steps_.push_back(current_); }
+void StepBreakdown::end_step() {
+  if (ended_++ == 0) return;  // the first step is left out
+  if (window_.size() < kStepWindow) window_.push_back(current_);
+  else window_[(ended_ - 2) % kStepWindow] = current_;
+}
 
 namespace {
 double median(std::vector<double> v) {
@@ -39,15 +43,14 @@ double median(std::vector<double> v) {
 }  // namespace
 
 nlohmann::json StepBreakdown::to_json() const {
-  if (steps_.size() < 2) return nullptr;
-  nlohmann::json j{{"steps", steps_.size() - 1}};
-  std::vector<double> column(steps_.size() - 1), total(steps_.size() - 1);
+  if (window_.empty()) return nullptr;
+  nlohmann::json j{{"steps", window_.size()}};
+  std::vector<double> column(window_.size()), total(window_.size());
   for (std::size_t ph = 0; ph < kPhases; ++ph) {
-    for (std::size_t s = 1; s < steps_.size(); ++s) column[s - 1] = steps_[s][ph];
+    for (std::size_t s = 0; s < window_.size(); ++s) column[s] = window_[s][ph];
     j[phase_name(static_cast<Phase>(ph))] = median(column);
   }
-  for (std::size_t s = 1; s < steps_.size(); ++s)
-    total[s - 1] = std::accumulate(steps_[s].begin(), steps_[s].end(), 0.0);
+  for (std::size_t s = 0; s < window_.size(); ++s) total[s] = std::accumulate(window_[s].begin(), window_[s].end(), 0.0);
   j["total"] = median(total);
   return j;
 }

@@ -7,12 +7,15 @@
 //   t.end_step();              // the step's figures are kept; a step that threw is never ended
 //   t.to_json()                // {"steps": n, "forward": median ms, ..., "total": median ms}
 //
-// The medians skip the first ended step (it pays for first-touch page faults and lazy set-up).
+// The medians skip the first ended step (it pays for first-touch page faults and lazy set-up) and
+// cover the last kStepWindow steps after it (the memory stays bounded on a long run).
 // Phases: data (sampler and batch gather), forward (model and loss), backward (autograd, which
 // with overlap also starts bucket allreduces), exposed_comm (waiting for the reductions after
 // backward, plus the step's statistics allreduce: communication that did not overlap), optimizer.
-// Wall-clock time on a steady clock: on an oversubscribed machine a phase includes the time the
-// rank was descheduled.
+// Wall-clock time on a steady clock, taken on the host: on an oversubscribed machine a phase
+// includes the time the rank was descheduled, and with --device cuda a phase measures what the
+// host spends (launching kernels); device time shows where the host waits for the device (the
+// loss read after backward, so in exposed_comm).
 #pragma once
 
 #include <array>
@@ -26,6 +29,7 @@ namespace ftcc::train {
 
 enum class Phase : std::size_t { data, forward, backward, exposed_comm, optimizer };
 inline constexpr std::size_t kPhases = 5;
+inline constexpr std::size_t kStepWindow = 4096;
 const char* phase_name(Phase p);
 
 class StepBreakdown {
@@ -33,16 +37,17 @@ class StepBreakdown {
   void begin_step();
   void mark(Phase p);
   void end_step();
-  std::size_t steps() const { return steps_.size(); }
-  // {"steps": steps after the first, "<phase>": median ms, ..., "total": median ms of whole steps};
-  // null before two steps have ended.
+  std::size_t steps() const { return ended_; }
+  // {"steps": steps in the medians, "<phase>": median ms, ..., "total": median ms of whole
+  // steps}; null before two steps have ended.
   nlohmann::json to_json() const;
 
  private:
   using Clock = std::chrono::steady_clock;
   Clock::time_point last_;
   std::array<double, kPhases> current_{};
-  std::vector<std::array<double, kPhases>> steps_;
+  std::size_t ended_ = 0;
+  std::vector<std::array<double, kPhases>> window_;  // ring of the last kStepWindow steps after the first
 };
 
 }  // namespace ftcc::train

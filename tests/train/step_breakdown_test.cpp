@@ -45,5 +45,16 @@ TEST(StepBreakdown, PhasesGetTheTimeBeforeTheirMarkAndTheFirstStepIsLeftOut) {
   EXPECT_LT(j["total"].get<double>(), 60.0);
 }
 
+TEST(StepBreakdown, ALongRunKeepsABoundedWindow) {
+  StepBreakdown t;
+  for (std::size_t s = 0; s < kStepWindow + 1000; ++s) {
+    t.begin_step();
+    t.mark(Phase::data);
+    t.end_step();
+  }
+  EXPECT_EQ(t.steps(), kStepWindow + 1000);
+  EXPECT_EQ(t.to_json()["steps"], kStepWindow);
+}
+
 }  // namespace
 }  // namespace ftcc::train
