@@ -65,6 +65,17 @@ train=$(find "$tmp" -path '*/bin/ftcc-train' | head -n 1)
 [ -x "$train" ] || fail "ftcc-train was not installed"
 train_cuda=$(readelf -d "$train" | grep NEEDED | grep -E 'libcuda|libcublas|libnv|libftcc_cuda' || true)
 [ -z "$train_cuda" ] || fail "ftcc-train needs CUDA libraries: $train_cuda"
+if [ "$have_cuda" = 1 ]; then
+  # ... and its run path leads to libftcc_cuda.so ($ORIGIN: the installed tree may be moved).
+  runpath=$(readelf -d "$train" | sed -n 's/.*R[UN]*PATH.*\[\(.*\)\]/\1/p' | head -n 1)
+  found=0
+  IFS=: read -ra dirs <<< "$runpath"
+  for dir in "${dirs[@]}"; do
+    dir=${dir//\$ORIGIN/$(dirname "$train")}
+    [ -f "$dir/libftcc_cuda.so" ] && found=1
+  done
+  [ "$found" = 1 ] || fail "the installed ftcc-train's run path ($runpath) does not lead to libftcc_cuda.so"
+fi
 echo "embed_test: no CUDA library in libftcc.so, ftcc.pc, libftcc.a or ftcc-train (build with CUDA: $have_cuda)"
 
 # probe NAME [env...]: runs the CUDA probe, prints its lines; sets origin, devices, tensor.
