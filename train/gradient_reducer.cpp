@@ -174,8 +174,8 @@ bool all_finite(const nn::NamedTensors& tensors) {
     const tensor::Tensor& t = named.second;
     if (t.device() == tensor::Device::CPU && t.dtype() == tensor::DType::f32)
       return finite(t.data(), static_cast<std::size_t>(t.numel()));
-    const auto host = t.to_vector();  // another device or dtype: checked on a host copy
-    return finite(host.data(), host.size());
+    const auto host = t.to_vector_f64();  // another device or dtype: checked on a host copy
+    return std::all_of(host.begin(), host.end(), [](double v) { return std::isfinite(v); });
   });
 }
 
