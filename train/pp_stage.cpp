@@ -42,9 +42,9 @@ PipelineStage::PipelineStage(const TrainConfig& cfg, const std::vector<std::int6
 tensor::Tensor PipelineStage::forward(const tensor::Tensor& x) const {
   const int L = static_cast<int>(widths_.size()) - 1;
   tensor::Tensor h = x;
-  for (int i = first_; i < last_; ++i) {
-    h = (*linears_[static_cast<std::size_t>(i - first_)])(h);
-    if (i + 1 < L) h = activate(activation_, h);
+  for (int i = first_; i < last_; ++i) {  // Linear and activation as one fused op (same bits)
+    const auto act = i + 1 < L ? as_fused(activation_) : tensor::Activation::identity;
+    h = linears_[static_cast<std::size_t>(i - first_)]->forward(h, act);
   }
   return h;
 }

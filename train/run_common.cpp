@@ -133,6 +133,15 @@ tensor::Tensor activate(Activation a, const tensor::Tensor& x) {
   return tensor::relu(x);
 }
 
+tensor::Activation as_fused(Activation a) {
+  switch (a) {
+    case Activation::Tanh: return tensor::Activation::tanh;
+    case Activation::Sigmoid: return tensor::Activation::sigmoid;
+    case Activation::ReLU: break;
+  }
+  return tensor::Activation::relu;
+}
+
 nn::NamedTensors FullModel::state() const {
   nn::NamedTensors l = model->named_parameters();
   for (auto& nt : opt->state_dict()) l.push_back(nt);

@@ -24,6 +24,7 @@
 #include "ftcc/optim/optimizer.hpp"
 #include "ftcc/recovery/recovery_event.hpp"
 #include "ftcc/recovery/resilient_group.hpp"
+#include "ftcc/tensor/ops.hpp"
 #include "ftcc/tensor/tensor.hpp"
 #include "ftcc/train/run_log.hpp"
 #include "ftcc/train/state_hash.hpp"
@@ -109,6 +110,9 @@ Digest check_same_config(const TrainConfig& cfg, comm::Communicator& c, const st
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& cfg, const nn::NamedTensors& params);
 // The activation of --activation applied to x (recorded for autograd).
 tensor::Tensor activate(Activation a, const tensor::Tensor& x);
+// The same activation as the fused op's argument: tensor::linear(x, W, b, as_fused(a)) computes
+// activate(a, tensor::linear(x, W, b)), bit for bit, in one op.
+tensor::Activation as_fused(Activation a);
 
 // A whole model and its optimizer, as checkpoints hold them: nn::mlp(widths, activation, seed).
 struct FullModel {

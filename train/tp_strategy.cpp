@@ -103,7 +103,7 @@ class TensorStrategy final : public ModelParallelStrategy {
         x = h.detach().clone();
         x.requires_grad_(true);
       }
-      const auto a = activate(cfg_.activation, tensor::linear(x, param(col, "weight"), param(col, "bias")));
+      const auto a = tensor::linear(x, param(col, "weight"), param(col, "bias"), as_fused(cfg_.activation));
       const auto zr = tensor::linear(a, param(row, "weight"), tensor::Tensor());
       tensor::Tensor zs = pins.keep(zr.detach().clone());
       fc::allreduce(c, fc::kInPlace, zs.data(), static_cast<size_t>(zs.numel()), fc::DType::f32, fc::ReduceOp::sum);
