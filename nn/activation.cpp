@@ -2,14 +2,6 @@
 
 namespace ftcc::nn {
 
-Tensor ElementwiseActivation::forward(const Tensor& x) {
-  switch (kind_) {
-    case tensor::Activation::relu: return tensor::relu(x);
-    case tensor::Activation::tanh: return tensor::tanh(x);
-    case tensor::Activation::sigmoid: return tensor::sigmoid(x);
-    case tensor::Activation::identity: break;
-  }
-  return x;
-}
+Tensor ElementwiseActivation::forward(const Tensor& x) { return tensor::activation(x, kind_); }
 
 }  // namespace ftcc::nn

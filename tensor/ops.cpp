@@ -194,6 +194,17 @@ class MseNode : public Node {
   double scale_;  // numel / denominator: the kernels compute means
 };
 
+// The kernel of an activation; none for identity.
+std::optional<kern::Unary> unary_of(Activation act) {
+  switch (act) {
+    case Activation::relu: return kern::Unary::Relu;
+    case Activation::tanh: return kern::Unary::Tanh;
+    case Activation::sigmoid: return kern::Unary::Sigmoid;
+    case Activation::identity: break;
+  }
+  return std::nullopt;
+}
+
 Tensor unary(kern::Unary op, const Tensor& x) {
   FTCC_CHECK(x.defined()) << "activation of an undefined tensor";
   Tensor y = like(x);
@@ -265,6 +276,11 @@ Tensor relu(const Tensor& x) { return unary(kern::Unary::Relu, x); }
 Tensor tanh(const Tensor& x) { return unary(kern::Unary::Tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary(kern::Unary::Sigmoid, x); }
 
+Tensor activation(const Tensor& x, Activation act) {
+  const auto op = unary_of(act);
+  return op ? unary(*op, x) : x;
+}
+
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return linear(x, weight, bias, Activation::identity);
 }
@@ -281,10 +297,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
         << "linear: bias " << shape_str(bias.shape()) << " for " << weight.size(0) << " outputs";
   }
   Tensor y = Tensor::empty({x.size(0), weight.size(0)}, x.dtype(), x.device());
-  const std::optional<kern::Unary> op = act == Activation::relu      ? std::optional(kern::Unary::Relu)
-                                        : act == Activation::tanh    ? std::optional(kern::Unary::Tanh)
-                                        : act == Activation::sigmoid ? std::optional(kern::Unary::Sigmoid)
-                                                                     : std::nullopt;
+  const std::optional<kern::Unary> op = unary_of(act);
   if (!op) {
     kern::gemm(x, false, weight, true, y, bias.defined() ? &bias : nullptr, false);
   } else if (x.device() == Device::CPU) {  // the bias joins the activation's pass

@@ -31,6 +31,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // one graph node instead of two. Bitwise the same values and gradients as act(linear(x, W, b)).
 enum class Activation { identity, relu, tanh, sigmoid };
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act);
+// relu, tanh or sigmoid of x by name; identity returns x itself.
+Tensor activation(const Tensor& x, Activation act);
 // mean((pred - target)^2) over all elements; target never receives a gradient.
 Tensor mse_loss(const Tensor& pred, const Tensor& target);
 // sum((pred - target)^2) / denominator. For micro-batches: with denominator = (global batch rows)

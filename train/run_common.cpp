@@ -124,14 +124,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn:
   return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = c.lr, .weight_decay = c.weight_decay});
 }
 
-tensor::Tensor activate(Activation a, const tensor::Tensor& x) {
-  switch (a) {
-    case Activation::Tanh: return tensor::tanh(x);
-    case Activation::Sigmoid: return tensor::sigmoid(x);
-    case Activation::ReLU: break;
-  }
-  return tensor::relu(x);
-}
+tensor::Tensor activate(Activation a, const tensor::Tensor& x) { return tensor::activation(x, as_fused(a)); }
 
 tensor::Activation as_fused(Activation a) {
   switch (a) {
