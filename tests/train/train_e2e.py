@@ -162,8 +162,9 @@ MP_FAULT_CASES = sorted({row[0] for row in MP_FAULT_RUNS})
 
 if case == "fault_free_matches_single_process":
     base, _ = run(1, *DIGITS)
+    multi = {}
     for n in (2, 4):
-        s, _ = run(n, *DIGITS)
+        s = multi[n] = run(n, *DIGITS)[0]
         check(rel(s["final_loss"], base["final_loss"]) < 1e-3,
               f"{n} ranks: final loss {s['final_loss']:.6f} vs 1 rank {base['final_loss']:.6f}")
         samples_exact(s, 6 * DIGITS_TRAIN, f"{n} ranks")
@@ -179,6 +180,10 @@ if case == "fault_free_matches_single_process":
            for n in (1, 3)]
     check(syn[0]["param_sha256"] == syn[1]["param_sha256"],
           f"synthetic data made on 3 ranks differs from 1 rank's: {syn[0]['param_sha256']} vs {syn[1]['param_sha256']}")
+    # --no-overlap reduces the same buckets in the same order after backward: the same bits.
+    no_overlap, _ = run(2, *DIGITS, "--no-overlap")
+    check(no_overlap["param_sha256"] == multi[2]["param_sha256"],
+          f"2 ranks: --no-overlap {no_overlap['param_sha256']} vs overlapped {multi[2]['param_sha256']}")
     # Where the time went: the phases of a step and the split of the whole run, in the summary.
     ms = base["step_ms"]
     phases = ("data", "forward", "backward", "exposed_comm", "optimizer")
