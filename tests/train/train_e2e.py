@@ -86,6 +86,19 @@ TP_MODEL = ["--dataset", "digits", "--layers", "64,96,64,48,10", "--lr", "0.05",
 PP_MODEL = ["--dataset", "digits", "--layers", "64,64,64,64,10", "--lr", "0.05", "--batch", "64", "--epochs", "6"]
 
 
+def stderr_lines(err):
+    """The non-empty lines of a job's stderr, without the boxed messages Open MPI's runtime adds now
+    and then of its own (e.g. a PMIx shared-memory file it could not remove when several jobs share
+    /tmp): those are not ftcc-train's output."""
+    lines, in_box = [], False
+    for l in err.splitlines():
+        if l.startswith("-" * 20):
+            in_box = not in_box
+        elif not in_box and l.strip("\x00 "):
+            lines.append(l)
+    return lines
+
+
 def kill(rank, step, phase=None):
     return f"kill:rank={rank}:step={step}" + (f":phase={phase}" if phase else "")
 
@@ -269,14 +282,7 @@ elif case == "resume_config":
         cmd = [run_cmd, "-n", str(n), train, "--quiet", *FT_OPT, *args]
         p = subprocess.run(cmd, capture_output=True, timeout=120)
         err, out = p.stderr.decode(errors="backslashreplace"), p.stdout.decode(errors="backslashreplace")
-        # Open MPI's runtime now and then adds a boxed message of its own (a PMIx shared-memory file
-        # it could not remove, when several jobs share /tmp): not ftcc-train's output.
-        lines, in_box = [], False
-        for l in err.splitlines():
-            if l.startswith("-" * 20):
-                in_box = not in_box
-            elif not in_box and l.strip("\x00 "):
-                lines.append(l)
+        lines = stderr_lines(err)
         ours = [l for l in lines if l.startswith("ftcc-train:") and "records no configuration" not in l]
         ok = p.returncode == 2 and len(ours) == 1 and all(x in ours[0] for x in needles) and \
             all(l.startswith("ftcc-train:") for l in lines) and "FTCC_SUMMARY" not in out
@@ -408,15 +414,15 @@ elif case == "bad_input":
 
         def refused(what, cmd, needle, plain=False, help_lines=0):
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-            lines = p.stderr.strip().splitlines()
+            lines = stderr_lines(p.stderr)
             # Not the error: notes on skipped checkpoints, and the warning of a run without ULFM.
             ours = [l for l in lines if l.startswith("ftcc-train:") and "skipping checkpoint" not in l
                     and not l.startswith("ftcc-train: warning: ULFM fault tolerance is off")]
             # Under a plain mpirun, Open MPI adds its own box about the non-zero exit status; a bad
             # fault spec is followed by the spec grammar (help_lines).
             clean = plain or sum(not l.startswith("ftcc-train:") for l in lines) <= help_lines
-            check(p.returncode == 2 and len(ours) == 1 and needle in ours[0] and clean,
-                  f"{what}: exit {p.returncode}, one line: {ours[0] if len(ours) == 1 else p.stderr[-600:]}")
+            ok = p.returncode == 2 and len(ours) == 1 and needle in ours[0] and clean
+            check(ok, f"{what}: exit {p.returncode}, one line: {ours[0] if ok else p.stderr[-600:]}")
             diff = changed(before, snapshot(d))
             check(not diff, f"{what}: checkpoints and log byte-identical after the failed run {diff}")
 
