@@ -43,6 +43,14 @@ class Philox {
   void fill_uniform(std::span<float> out, float lo, float hi) const;
   void fill_normal(std::span<float> out, float mean, float stddev) const;
 
+  // Standard normals for bulk data (synthetic data sets; not initial weights): out[k] is normal
+  // number first + k of the stream. Block b gives normals 4b .. 4b+3 by Box-Muller on two pairs of
+  // 24-bit float uniforms, keeping both the cos and the sin, with Eigen's vectorised float log, sin
+  // and cos: about 10x the speed of fill_normal. Values depend on the position alone (any split
+  // of a buffer gives the same bits); the last bit may differ between builds that differ in FMA
+  // (native vs portable), and |value| <= 5.9 (the smallest uniform is 2^-24).
+  void fill_standard_normal_fast(std::uint64_t first, std::span<float> out) const;
+
  private:
   std::array<std::uint32_t, 2> key_;
   std::uint64_t stream_;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <tuple>
 #include <vector>
 
@@ -63,14 +64,11 @@ namespace {
 void synthetic_rows(const SyntheticShape& shape, std::uint64_t seed, std::int64_t lo, std::int64_t hi, float* rows) {
   const auto [n, in, out] = shape;
   tensor::Philox xs(seed, 101), ws(seed, 102);
-  // Box-Muller on Philox uniforms: identical on every platform.
-  auto normal = [](const tensor::Philox& g, std::uint64_t i) {
-    const auto [a, u2] = g.uniform_f64_pair(i);  // uniform_f64(2i), uniform_f64(2i + 1)
-    const double u1 = std::max(a, 1e-300);
-    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
-  };
+  // Normals by position in the stream (Philox::fill_standard_normal_fast), so row r's values are the
+  // same whichever rank makes it.
   std::vector<float> w(static_cast<size_t>(in * out));
-  for (size_t i = 0; i < w.size(); ++i) w[i] = normal(ws, i) / std::sqrt(static_cast<float>(in));
+  ws.fill_standard_normal_fast(0, w);
+  for (float& v : w) v /= std::sqrt(static_cast<float>(in));
   // y = tanh(x w^T), each sum in double in k order; the outputs of a row advance together (w
   // transposed, in double: exact), so their sums are independent chains the compiler vectorises
   // (the same sums, several times faster than one output at a time).
@@ -80,7 +78,7 @@ void synthetic_rows(const SyntheticShape& shape, std::uint64_t seed, std::int64_
   std::vector<double> acc(static_cast<size_t>(out));
   for (std::int64_t r = lo; r < hi; ++r) {
     float* xr = rows + (r - lo) * (in + out);
-    for (std::int64_t k = 0; k < in; ++k) xr[k] = normal(xs, static_cast<std::uint64_t>(r * in + k));
+    xs.fill_standard_normal_fast(static_cast<std::uint64_t>(r * in), std::span<float>(xr, static_cast<size_t>(in)));
     std::fill(acc.begin(), acc.end(), 0.0);
     double* a = acc.data();
     for (std::int64_t k = 0; k < in; ++k) {

@@ -182,6 +182,51 @@ TEST(Philox, BlockwiseFillsEqualTheElementwiseFunctions) {
   }
 }
 
+// The fast normals: Box-Muller of the documented bits (within float rounding of libm's double
+// math), any split of a range gives the same bits, and the law is N(0, 1).
+TEST(Philox, FastStandardNormalsAreBoxMullerOfTheirPositionAndSplitFree) {
+  const Philox r(7, 3);
+  std::vector<float> all(1001);  // odd length: partial blocks at the end
+  r.fill_standard_normal_fast(5, all);  // starts inside a block
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    const std::uint64_t j = 5 + k;
+    const auto b = r.block(j / 4);
+    const std::size_t p = (j % 4) / 2;  // pair within the block: words 2p, 2p + 1
+    const double u1 = static_cast<double>((b[2 * p] >> 8) + 1) * 0x1.0p-24, u2 = static_cast<double>(b[2 * p + 1] >> 8) * 0x1.0p-24;
+    const double rad = std::sqrt(-2.0 * std::log(u1)), theta = 2.0 * M_PI * u2;
+    const double want = rad * (j % 2 == 0 ? std::cos(theta) : std::sin(theta));
+    ASSERT_NEAR(all[k], want, 2e-6 * std::max(1.0, std::abs(want))) << "position " << j;
+  }
+  // Pieces of any length, starting anywhere, give the same bits as one call.
+  for (std::size_t cut : {1u, 3u, 4u, 517u, 1000u}) {
+    std::vector<float> a(cut), b(all.size() - cut);
+    r.fill_standard_normal_fast(5, a);
+    r.fill_standard_normal_fast(5 + cut, b);
+    for (std::size_t k = 0; k < all.size(); ++k) ASSERT_EQ(k < cut ? a[k] : b[k - cut], all[k]) << cut << " " << k;
+  }
+}
+
+TEST(Philox, FastStandardNormalsHaveTheStandardLaw) {
+  constexpr std::size_t n = 1 << 20;
+  std::vector<float> z(n);
+  Philox(11).fill_standard_normal_fast(0, z);
+  double sum = 0, sq = 0;
+  std::size_t below = 0, above = 0;
+  for (float v : z) {
+    sum += v;
+    sq += static_cast<double>(v) * v;
+    below += v < -1.959964f;
+    above += v > 1.0f;
+  }
+  const double mean = sum / n, var = sq / n - mean * mean;
+  // 5 standard errors: mean 1/sqrt(n) ~ 1e-3, variance sqrt(2/n) ~ 1.4e-3, tail fractions
+  // sqrt(p(1-p)/n) ~ 1.5e-4 (p = 0.025) and 3.6e-4 (p = 0.1587).
+  EXPECT_NEAR(mean, 0.0, 5e-3);
+  EXPECT_NEAR(var, 1.0, 7e-3);
+  EXPECT_NEAR(static_cast<double>(below) / n, 0.025, 7.7e-4);
+  EXPECT_NEAR(static_cast<double>(above) / n, 0.158655, 1.8e-3);
+}
+
 TEST(Philox, BelowIsUnbiasedEnoughAndInRange) {
   Philox r(42);
   std::uint64_t pos = 0;
