@@ -1,8 +1,10 @@
 #include "ftcc/comm/ulfm.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <numeric>
 #include <string>
+#include <thread>
 
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/mpi_check.hpp"
@@ -91,9 +93,10 @@ unsigned agree(MPI_Comm comm, unsigned flag) {
   return static_cast<unsigned>(f);
 }
 
-Agreement agree_uniform(MPI_Comm comm, unsigned flag) {
-  int f = static_cast<int>(flag);
-  const int rc = MPIX_Comm_agree(comm, &f);
+namespace {
+// The end of an agreement that returned rc with value f: a failure noticed during it is
+// acknowledged and reported (uniform on every survivor); any other error throws.
+Agreement agreement_of(MPI_Comm comm, int rc, int f) {
   if (rc == MPI_SUCCESS) return {static_cast<unsigned>(f), false};
   int cls = MPI_SUCCESS;
   MPI_Error_class(rc, &cls);
@@ -101,6 +104,27 @@ Agreement agree_uniform(MPI_Comm comm, unsigned flag) {
     FTCC_MPI_CHECK(rc, comm, "MPIX_Comm_agree");  // throws with the class and message
   ack_failed(comm);
   return {static_cast<unsigned>(f), true};
+}
+}  // namespace
+
+Agreement agree_uniform(MPI_Comm comm, unsigned flag) {
+  int f = static_cast<int>(flag);
+  const int rc = MPIX_Comm_agree(comm, &f);
+  return agreement_of(comm, rc, f);
+}
+
+Agreement agree_uniform_polled(MPI_Comm comm, unsigned flag, const std::function<void()>& idle) {
+  int f = static_cast<int>(flag);
+  MPI_Request req = MPI_REQUEST_NULL;
+  int rc = MPIX_Comm_iagree(comm, &f, &req);
+  while (rc == MPI_SUCCESS) {
+    int done = 0;
+    rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    idle();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return agreement_of(comm, rc, f);
 }
 
 void ack_failed(MPI_Comm comm) {
@@ -129,6 +153,10 @@ unsigned agree(MPI_Comm, unsigned) {
   return 0;
 }
 Agreement agree_uniform(MPI_Comm, unsigned) {
+  require_ulfm("agree");
+  return {};
+}
+Agreement agree_uniform_polled(MPI_Comm, unsigned, const std::function<void()>&) {
   require_ulfm("agree");
   return {};
 }

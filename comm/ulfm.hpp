@@ -15,12 +15,17 @@
 //                          acknowledged and reported in the result instead of thrown: the flag
 //                          (AND over the ranks that contributed) and failure_noticed are the
 //                          same on every survivor (the spec raises PROC_FAILED consistently)
+//   agree_uniform_polled(comm, flag, idle)  agree_uniform through MPIX_Comm_iagree, calling
+//                          idle() between tests (about every millisecond) while it waits: for a
+//                          process that may wait there for a whole run (a hot spare) and must
+//                          stay responsive (its watchdog kicked, no thread blocked in MPI)
 //   ack_failed(comm)       acknowledge the failures seen so far (so agree stops reporting them)
 //   is_revoked(comm)
 #pragma once
 
 #include <mpi.h>
 
+#include <functional>
 #include <vector>
 
 namespace ftcc::comm {
@@ -39,6 +44,7 @@ struct Agreement {
   bool failure_noticed = false;
 };
 Agreement agree_uniform(MPI_Comm comm, unsigned flag);
+Agreement agree_uniform_polled(MPI_Comm comm, unsigned flag, const std::function<void()>& idle);
 
 // The shrink half of the ULFM spec's MPIX_Comm_replace example: shrink, then translate the new
 // group into the old one (MPI_Group_translate_ranks). The agreement and the retry stay with the
