@@ -40,6 +40,14 @@ void FaultInjector::at_step(std::int64_t step) {
     }
 }
 
+void FaultInjector::spare_wait(std::int64_t wait) {
+  for (size_t i = 0; i < mine_.size(); ++i)
+    if (!fired_[i] && mine_[i].phase == FaultPhase::spare && mine_[i].step == wait) {
+      fired_[i] = true;
+      fire(mine_[i]);
+    }
+}
+
 void FaultInjector::in_phase(FaultPhase phase, int protocol_step) {
   if (mine_.empty()) return;
   (void)protocol_step;

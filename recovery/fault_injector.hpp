@@ -7,6 +7,7 @@
 // hosts the figure is only as good as their clock sync). Each spec fires once.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -33,6 +34,10 @@ class FaultInjector {
   // sends twice or more in it, else in the next collective of that phase (a tree leaf that
   // sends once per allreduce). A recovery-phase spec fires at the first call in step S or later.
   void in_phase(FaultPhase phase, int protocol_step);
+  // A hot spare, which runs no steps: the step of a recovery it takes part in (so recovery-phase
+  // specs can fire on it), and the start of its `wait`-th wait (phase=spare specs with step = wait).
+  void observe_step(std::int64_t step) { step_ = std::max(step_, step); }
+  void spare_wait(std::int64_t wait);
   // Maps a comm hook's op name ("ring_allreduce", "tree_broadcast", ...) to a phase.
   static std::optional<FaultPhase> phase_of_op(const char* op);
 

@@ -44,7 +44,7 @@ const char* fault_spec_grammar() {
          "  KIND  kill (SIGKILL) | hang (SIGSTOP) | delay (sleep ms=M) | exit (exit(3) without MPI_Finalize)\n"
          "        | segv (a real segmentation fault) | stall (stop making progress, threads alive)\n"
          "        | throw (an exception on this rank alone)\n"
-         "  P     step (default) | allreduce | broadcast | allgather | recovery | shrink | agree | hooks\n"
+         "  P     step (default) | allreduce | broadcast | allgather | recovery | shrink | agree | hooks | spare\n"
          "  e.g.  kill:rank=2:step=40  kill:rank=1:step=10:phase=allreduce  delay:rank=0:step=7:ms=500";
 }
 
@@ -71,6 +71,7 @@ const char* to_string(FaultPhase p) {
     case FaultPhase::shrink: return "shrink";
     case FaultPhase::agree: return "agree";
     case FaultPhase::hooks: return "hooks";
+    case FaultPhase::spare: return "spare";
   }
   return "?";
 }
@@ -106,6 +107,7 @@ FaultSpec parse_fault_spec(const std::string& spec) {
       else if (val == "shrink") f.phase = FaultPhase::shrink;
       else if (val == "agree") f.phase = FaultPhase::agree;
       else if (val == "hooks") f.phase = FaultPhase::hooks;
+      else if (val == "spare") f.phase = FaultPhase::spare;
       else reject(spec, "unknown phase '" + val + "'");
     } else {
       reject(spec, "unknown field '" + key + "'");

@@ -10,6 +10,9 @@
 //                           (just before this rank's MPIX_Comm_shrink / MPIX_Comm_agree of the
 //                           recovery protocol, under their deadline), hooks (before the
 //                           recovery hooks); these fire in the first recovery at step S or later
+//                           (a hot spare counts the step from the recovery's agreed table);
+//                           spare (a hot spare, as it begins its S-th wait: 0 at start-up, and
+//                           one more after each recovery or end of loop it waits through)
 //           | ms=M          delay length in milliseconds                              (delay only, required)
 //
 //   kill   SIGKILL itself            hang   SIGSTOP itself (alive but silent: a hang to fence)
@@ -30,7 +33,7 @@
 namespace ftcc::recovery {
 
 enum class FaultKind { kill, hang, delay, exit, segv, stall, throw_error };
-enum class FaultPhase { step, allreduce, broadcast, allgather, recovery, shrink, agree, hooks };
+enum class FaultPhase { step, allreduce, broadcast, allgather, recovery, shrink, agree, hooks, spare };
 
 struct FaultSpec {
   FaultKind kind = FaultKind::kill;

@@ -22,6 +22,15 @@ nlohmann::json RecoveryEvent::to_json() const {
   j["revoke_ms"] = revoke_ms;
   j["shrink_ms"] = shrink_ms;
   j["agree_ms"] = agree_ms;
+  if (transfer_bytes > 0) {
+    j["transfer_bytes"] = transfer_bytes;
+    j["transfer_ms"] = transfer_ms;
+  }
+  if (spares_left >= 0) {
+    j["joined"] = joined;
+    j["spares_left"] = spares_left;
+    j["heal_ms"] = heal_ms;
+  }
   j["resync_ms"] = resync_ms;
   j["total_ms"] = total_ms;
   return j;
@@ -35,7 +44,22 @@ std::string RecoveryEvent::summary() const {
                 static_cast<long long>(step), old_size, new_size, total_ms,
                 detect_ms >= 0 ? (std::to_string(std::lround(detect_ms)) + " ms").c_str() : "n/a",
                 revoke_ms, shrink_ms, agree_ms, resync_ms);
-  return "recovered from failure of " + who + buf + (attempts > 1 ? " [" + std::to_string(attempts) + " attempts]" : "");
+  std::string healed;
+  if (!joined.empty()) {
+    healed = "; hot spare";
+    healed += joined.size() > 1 ? "s " : " ";
+    for (size_t i = 0; i < joined.size(); ++i) healed += (i ? ", " : "") + std::to_string(joined[i]);
+    healed += " joined (" + std::to_string(spares_left) + " left, heal " + std::to_string(std::lround(heal_ms)) + " ms";
+    if (transfer_bytes > 0) {
+      char t[96];
+      std::snprintf(t, sizeof t, ", state %.2f MB in %.1f ms", static_cast<double>(transfer_bytes) / 1e6, transfer_ms);
+      healed += t;
+    }
+    healed += ")";
+  } else if (spares_left == 0 && new_size < old_size) {
+    healed = "; no hot spare left: shrunk";
+  }
+  return "recovered from failure of " + who + buf + healed + (attempts > 1 ? " [" + std::to_string(attempts) + " attempts]" : "");
 }
 
 }  // namespace ftcc::recovery

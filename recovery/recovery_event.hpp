@@ -17,6 +17,10 @@ struct RecoveryEvent {
   std::int64_t step = -1;               // step in flight when the failure was noticed
   std::vector<int> failed;              // original ranks lost in this recovery
   std::vector<int> survivors;           // original ranks of the new group, in new-rank order
+  std::vector<int> joined;              // hot spares that took a lost rank's place (original ranks)
+  int spares_left = -1;                 // hot spares still waiting after it (-1: the job has none)
+  std::int64_t transfer_bytes = 0;      // state streamed by the hooks (ResilientGroup::record_state_transfer)
+  double transfer_ms = 0;
   std::vector<std::string> culprits;    // "rank 2 on host h pid 1234", one per failed rank
   int old_size = 0, new_size = 0;
   int my_old_rank = -1, my_new_rank = -1;
@@ -24,7 +28,7 @@ struct RecoveryEvent {
   std::vector<std::int64_t> committed;  // last committed step of each new rank
   std::string cause;                    // the error that started it (op and message)
   int attempts = 1;                     // > 1 when a further failure hit the recovery itself
-  double detect_ms = -1, revoke_ms = 0, shrink_ms = 0, agree_ms = 0, resync_ms = 0, total_ms = 0;
+  double detect_ms = -1, revoke_ms = 0, shrink_ms = 0, agree_ms = 0, heal_ms = 0, resync_ms = 0, total_ms = 0;
 
   nlohmann::json to_json() const;
   // One line for humans: "recovered from failure of rank 2 (...) at step 40: 4 -> 3 ranks in 12.3 ms".

@@ -19,6 +19,7 @@
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/mpi_check.hpp"
 #include "ftcc/comm/ulfm.hpp"
+#include "ftcc/recovery/heal_plan.hpp"
 #include "ftcc/recovery/quorum_lost.hpp"
 #include "ftcc/recovery/quorum_rule.hpp"
 
@@ -120,6 +121,13 @@ void validate(const GroupOptions& o, int world) {
                                   std::to_string(period.count()) + " ms: healthy ranks would be fenced; use at least " +
                                   std::to_string(least.count()) + " ms, or 0 to turn the heartbeat off");
   }
+  if (o.spares < 0 || o.spares >= world)
+    throw ftcc::InvalidArgument("spares " + std::to_string(o.spares) + ": the job has " + std::to_string(world) +
+                                " process(es) and at least one must train; use 0 to " + std::to_string(world - 1) +
+                                " spares (the last ones of the job wait as hot spares)");
+  if (o.spares > 0 && o.allow_without_ulfm)
+    throw ftcc::InvalidArgument("hot spares need ULFM fault tolerance: without it a lost rank ends the job and no spare "
+                                "can take its place; drop the spares or run with ULFM (tools/ftcc-run)");
   for (const auto& f : o.faults)
     if (f.rank >= world)
       throw ftcc::InvalidArgument("fault spec '" + f.text + "' names rank " + std::to_string(f.rank) + ", but the job has " +
@@ -233,7 +241,16 @@ void ResilientGroup::bootstrap(MPI_Comm parent) {
   ::mkdir(event_dir_.c_str(), 0700);
 
   injector_ = FaultInjector(opt_.faults, my_original_rank_, event_dir_);
-  install_fault_hook();
+  // Slots: original rank r < n - spares trains in slot r; the others are hot spares.
+  slots_.resize(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) slots_[static_cast<size_t>(r)] = r < n - opt_.spares ? r : kSpare;
+  if (opt_.spares > 0) {
+    pool_ = std::move(comm_);
+    pool_members_ = members_;
+    form_training_group();
+  } else {
+    install_fault_hook();
+  }
 
   if (heartbeat_) {
     heartbeat_->set_on_suspect([this](const PeerAddress& p, double silent, bool fenced) {
@@ -260,8 +277,41 @@ void ResilientGroup::bootstrap(MPI_Comm parent) {
         [] { return comm::waits_in_progress() > 0; });
 }
 
+comm::Communicator& ResilientGroup::comm() {
+  FTCC_CHECK(comm_) << "ResilientGroup::comm() on hot spare (rank " << my_original_rank_
+                    << "): a spare has no training group until wait_as_spare() returns true";
+  return *comm_;
+}
+
+bool ResilientGroup::reports() const {
+  if (comm_) return comm_->rank() == 0;
+  if (!pool_ || pool_->rank() != 0) return false;
+  // No training group left (every slot holder lost): the pool's rank 0 speaks for the job.
+  return std::all_of(pool_members_.begin(), pool_members_.end(),
+                     [&](int r) { return slots_[static_cast<size_t>(r)] == kSpare; });
+}
+
+int ResilientGroup::spares_left() const {
+  return static_cast<int>(std::count(slots_.begin(), slots_.end(), kSpare));
+}
+
+void ResilientGroup::form_training_group() {
+  const int slot = slots_.at(static_cast<size_t>(my_original_rank_));
+  MPI_Comm out = MPI_COMM_NULL;
+  FTCC_MPI_CHECK(MPI_Comm_split(pool_->raw(), slot >= 0 ? 0 : MPI_UNDEFINED, slot >= 0 ? slot : 0, &out), pool_->raw(),
+                 "MPI_Comm_split");
+  members_ = training_members(slots_);
+  comm_.reset();
+  if (out == MPI_COMM_NULL) return;  // a spare
+  MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN);
+  comm::CommOptions co;
+  co.timeout_s = pool_->timeout_s();
+  comm_ = std::make_unique<comm::Communicator>(out, comm::Communicator::Ownership::take, co);
+  install_fault_hook();
+}
+
 void ResilientGroup::install_fault_hook() {
-  if (!injector_.enabled()) return;  // free when off: no hook at all
+  if (!injector_.enabled() || !comm_) return;  // free when off: no hook at all
   comm_->set_fault_hook([this](const char* op, int protocol_step) {
     if (auto phase = FaultInjector::phase_of_op(op)) injector_.in_phase(*phase, protocol_step);
   });
@@ -351,6 +401,17 @@ class ResilientGroup::AgreedTable {
 
   int rows() const { return rows_; }
   std::int64_t committed(int i) const { return row(i)[1]; }
+  std::int64_t committed_max() const {
+    std::int64_t m = -1;
+    for (int i = 0; i < rows_; ++i) m = std::max(m, row(i)[1]);
+    return m;
+  }
+  std::int64_t committed_of(int original_rank) const {
+    for (int i = 0; i < rows_; ++i)
+      if (row(i)[0] == original_rank) return row(i)[1];
+    FTCC_CHECK(false) << "no row for rank " << original_rank << " in the agreed table";
+    return -1;
+  }
   std::int64_t notice_ns(int i) const { return row(i)[2]; }
   bool confirmed_by_any(int original_rank) const {
     const size_t w = kMaskAt + static_cast<size_t>(original_rank) / 64;
@@ -387,16 +448,48 @@ const RecoveryEvent& ResilientGroup::recover(std::int64_t step, const std::strin
   return recover_attempts(step, cause, clock);  // 1-4, until one attempt succeeds
 }
 
-bool ResilientGroup::all_finished() {
+// The flags of the agreements on the pool, ANDed: 0 "I am recovering" (recover, fail_job);
+// bit 0 "done" (all_finished); bit 1 "the job is over" (run_job's last all_finished). A waiting
+// spare contributes both bits, so it never changes the result, and leaves when it sees bit 1.
+namespace {
+constexpr unsigned kDone = 1u, kJobOver = 2u;
+}  // namespace
+
+bool ResilientGroup::all_finished(bool last) {
   if (!comm::has_ulfm()) return true;  // without ULFM no rank can be lost and still be waited for
+  if (left_as_spare_) return true;     // wait_as_spare() already saw the job's last agreement
   const auto clock = RecoveryClock::start();
-  // Flag 1, "done": matches the entry agreement of recover() (flag 0) on the ranks still working.
-  const auto a = guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(comm_->raw(), 1u); });
-  if (a.flag == 1 && !a.failure_noticed) return true;
+  // "done": matches the entry agreement of recover() (flag 0) on the ranks still working.
+  const unsigned flag = last ? kDone | kJobOver : kDone;
+  const auto a = guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(ulfm_raw(), flag); });
+  if ((a.flag & kDone) != 0 && !a.failure_noticed) return true;
   recover_attempts(committed_step_, a.failure_noticed ? "a rank failed at the end of the loop"
                                                       : "a rank was still recovering at the end of the loop",
                    clock);
   return false;
+}
+
+bool ResilientGroup::wait_as_spare() {
+  FTCC_CHECK(pool_ && !comm_) << "wait_as_spare() on rank " << my_original_rank_ << ", which is not a hot spare";
+  for (;;) {
+    // Counted like the training ranks' agreement it matches, so the heartbeat shows this spare
+    // as having entered it; no deadline: a spare may wait here for the whole run.
+    injector_.spare_wait(spare_waits_++);
+    const std::uint32_t seq = ++ulfm_calls_;
+    if (heartbeat_) heartbeat_->set_progress(seq);
+    const auto a = comm::agree_uniform_polled(pool_->raw(), kDone | kJobOver, [this] {
+      if (watchdog_) watchdog_->kick();
+    });
+    if (!a.failure_noticed && a.flag == (kDone | kJobOver)) {
+      left_as_spare_ = true;
+      return false;
+    }
+    if (!a.failure_noticed && (a.flag & kDone) != 0) continue;  // the training ranks' end of loop: not the last
+    recover_attempts(committed_step_, a.failure_noticed ? "a process failed (seen by a hot spare)"
+                                                        : "the training ranks began a recovery",
+                     RecoveryClock::start());
+    if (comm_) return true;
+  }
 }
 
 void ResilientGroup::fail_job(ExitStatus status, const std::string& message) {
@@ -409,18 +502,30 @@ void ResilientGroup::fail_job(ExitStatus status, const std::string& message) {
   throw JobError(status, my_original_rank_, step_, message, false);
 }
 
-void ResilientGroup::revoke_quietly() {
+namespace {
+void revoke_ignoring_errors(MPI_Comm c) {
   try {
-    comm::revoke(comm_->raw());
+    comm::revoke(c);
   } catch (const comm::CommError&) {
     // already revoked by a peer: the agreements and the shrink sort it out
   }
 }
+}  // namespace
+
+void ResilientGroup::revoke_training() {
+  if (comm_) revoke_ignoring_errors(comm_->raw());
+}
+
+void ResilientGroup::revoke_quietly() {
+  revoke_training();
+  if (pool_) revoke_ignoring_errors(pool_->raw());
+}
 
 void ResilientGroup::enter_protocol() {
-  revoke_quietly();
+  // The training group only: the spares wait in an agreement on the pool, which this one matches.
+  revoke_training();
   // Entry agreement: matches the one of all_finished(), where ranks that already finished wait.
-  guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(comm_->raw(), 0u); });
+  guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(ulfm_raw(), 0u); });
 }
 
 const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const std::string& cause,
@@ -430,7 +535,7 @@ const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const s
   ev.cause = cause;
   ev.old_size = size();
   ev.my_old_rank = rank();
-  const std::vector<int> before = members_;
+  const std::vector<int> before = ulfm_members();
   AgreedTable table(peers_.size());
   // Each step makes the same ULFM calls on every survivor; a step that returns false did so
   // on all of them (its agreement says so), and all of them start the next attempt together.
@@ -440,8 +545,11 @@ const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const s
     if (!shrink_group(clock, ev)) continue;                   // 1. revoke + shrink
     if (!agree_on_table(before, clock, table, ev)) continue;  // 2. allgather the table + agree
     describe_new_group(before, table, clock, ev);             //    the event, as every survivor sees it
+    if (!comm_) injector_.observe_step(table.committed_max() + 1);  // a spare: the step in flight
     check_quorum(ev, table);                                  // 3. quorum lost: throws QuorumLost
     if (auto e = table.job_error()) throw *e;                 //    a job-level error: throws JobError
+    if (pool_ && !heal(clock, ev)) continue;                        //    spares take lost slots + agree
+    describe_training_group(table, ev);
     if (!run_hooks(step, attempt, clock, ev)) continue;       // 4. hooks + agree
     ev.total_ms = clock.total_ms();
     return publish(std::move(ev));
@@ -455,17 +563,24 @@ bool ResilientGroup::shrink_group(RecoveryClock& clock, RecoveryEvent& ev) {
   ev.revoke_ms += clock.lap();
   comm::Shrunk s;
   try {
-    s = guarded("MPIX_Comm_shrink", FaultPhase::shrink, [&] { return comm::shrink_and_translate(comm_->raw()); });
+    s = guarded("MPIX_Comm_shrink", FaultPhase::shrink, [&] { return comm::shrink_and_translate(ulfm_raw()); });
   } catch (const comm::FaultDetected&) {
     ev.shrink_ms += clock.lap();
     return false;  // a failure during the shrink itself: try again
   }
   ev.shrink_ms += clock.lap();
   std::vector<int> now_members;
-  for (int old_rank : s.kept) now_members.push_back(members_.at(static_cast<size_t>(old_rank)));
+  for (int old_rank : s.kept) now_members.push_back(ulfm_members().at(static_cast<size_t>(old_rank)));
   comm::CommOptions co;
-  co.timeout_s = comm_->timeout_s();
-  comm_ = std::make_unique<comm::Communicator>(s.comm, comm::Communicator::Ownership::take, co);
+  co.timeout_s = pool().timeout_s();
+  auto shrunk = std::make_unique<comm::Communicator>(s.comm, comm::Communicator::Ownership::take, co);
+  if (pool_) {
+    // The training group is re-formed from the new pool by heal(); until then the old one stays.
+    pool_ = std::move(shrunk);
+    pool_members_ = std::move(now_members);
+    return true;
+  }
+  comm_ = std::move(shrunk);
   members_ = std::move(now_members);
   install_fault_hook();
   return true;
@@ -473,8 +588,9 @@ bool ResilientGroup::shrink_group(RecoveryClock& clock, RecoveryEvent& ev) {
 
 std::vector<int> ResilientGroup::lost_since(const std::vector<int>& before) const {
   std::vector<int> lost;
+  const std::vector<int>& now = ulfm_members();
   for (int r : before)
-    if (std::find(members_.begin(), members_.end(), r) == members_.end()) lost.push_back(r);
+    if (std::find(now.begin(), now.end(), r) == now.end()) lost.push_back(r);
   return lost;
 }
 
@@ -490,23 +606,20 @@ bool ResilientGroup::agree_on_table(const std::vector<int>& before, RecoveryCloc
       const PeerAddress& p = peer(r);
       if (p.host == my_host && Heartbeat::process_gone(p.pid, p.start_time)) confirmed.push_back(r);
     }
-    table.gather(*comm_, table.row_of(my_original_rank_, committed_step_, clock.notice_wall_ns,
+    table.gather(pool(), table.row_of(my_original_rank_, committed_step_, clock.notice_wall_ns,
                                       pending_error_ ? &*pending_error_ : nullptr, confirmed));
   } catch (const comm::FaultDetected&) {
     have_table = false;
     revoke_quietly();
   }
   const auto a = guarded("MPIX_Comm_agree", FaultPhase::agree,
-                         [&] { return comm::agree_uniform(comm_->raw(), have_table ? 1u : 0u); });
+                         [&] { return comm::agree_uniform(ulfm_raw(), have_table ? 1u : 0u); });
   ev.agree_ms += clock.lap();
   return a.flag == 1 && !a.failure_noticed;  // the same decision on every survivor
 }
 
 void ResilientGroup::describe_new_group(const std::vector<int>& before, const AgreedTable& table,
                                         RecoveryClock& clock, RecoveryEvent& ev) {
-  ev.survivors = members_;
-  ev.new_size = size();
-  ev.my_new_rank = rank();
   ev.failed = lost_since(before);
   ev.culprits.clear();
   for (int r : ev.failed) {
@@ -514,15 +627,8 @@ void ResilientGroup::describe_new_group(const std::vector<int>& before, const Ag
     ev.culprits.push_back("rank " + std::to_string(r) + " on host " + p.host + " pid " + std::to_string(p.pid));
     if (heartbeat_) heartbeat_->remove(r);
   }
-  ev.committed.assign(static_cast<size_t>(table.rows()), 0);
-  ev.committed_min = ev.committed_max = table.committed(0);
   clock.first_notice_ns = table.notice_ns(0);
-  for (int i = 0; i < table.rows(); ++i) {
-    ev.committed[static_cast<size_t>(i)] = table.committed(i);
-    ev.committed_min = std::min(ev.committed_min, table.committed(i));
-    ev.committed_max = std::max(ev.committed_max, table.committed(i));
-    clock.first_notice_ns = std::min(clock.first_notice_ns, table.notice_ns(i));
-  }
+  for (int i = 0; i < table.rows(); ++i) clock.first_notice_ns = std::min(clock.first_notice_ns, table.notice_ns(i));
   clock.fault_ns = -1;
   for (int r : ev.failed)
     if (auto t = FaultInjector::read_fault_time_ns(event_dir_, r))
@@ -530,23 +636,68 @@ void ResilientGroup::describe_new_group(const std::vector<int>& before, const Ag
   ev.detect_ms = clock.detect_ms();
 }
 
+void ResilientGroup::describe_training_group(const AgreedTable& table, RecoveryEvent& ev) {
+  ev.survivors = members_;
+  // A spare that joined in an attempt and was lost in a later one did not join.
+  std::erase_if(ev.joined, [&](int r) { return std::find(members_.begin(), members_.end(), r) == members_.end(); });
+  ev.new_size = static_cast<int>(members_.size());
+  ev.my_new_rank = rank();
+  ev.spares_left = pool_ ? spares_left() : -1;
+  ev.committed.assign(members_.size(), -1);
+  for (size_t i = 0; i < members_.size(); ++i) ev.committed[i] = table.committed_of(members_[i]);
+  ev.committed_min = *std::min_element(ev.committed.begin(), ev.committed.end());
+  ev.committed_max = *std::max_element(ev.committed.begin(), ev.committed.end());
+}
+
+bool ResilientGroup::heal(RecoveryClock& clock, RecoveryEvent& ev) {
+  clock.start_phase();
+  const HealPlan plan = plan_heal(slots_, pool_members_);  // the same on every survivor
+  if (plan.state_lost) {
+    std::string who;
+    for (int r : ev.failed) who += (who.empty() ? "" : ", ") + std::to_string(r);
+    throw JobError(ExitStatus::job_error, ev.failed.empty() ? -1 : ev.failed.front(), -1,  // the step: no survivor knows
+                   "every process that held training state was lost (ranks " + who + "); the " +
+                       std::to_string(pool_members_.size()) + " hot spare(s) alive hold none, so the job cannot go on",
+                   true);
+  }
+  slots_ = plan.slots;  // before the split, on every survivor: a retry plans from here
+  ev.joined.insert(ev.joined.end(), plan.joined.begin(), plan.joined.end());
+  bool formed = true;
+  try {
+    guarded("MPI_Comm_split", FaultPhase::shrink, [&] {
+      form_training_group();
+      return 0;
+    });
+  } catch (const comm::FaultDetected&) {
+    formed = false;
+    revoke_quietly();
+  }
+  const auto a = guarded("MPIX_Comm_agree", FaultPhase::agree,
+                         [&] { return comm::agree_uniform(ulfm_raw(), formed ? 1u : 0u); });
+  ev.heal_ms += clock.lap();
+  return a.flag == 1 && !a.failure_noticed;
+}
+
 void ResilientGroup::check_quorum(const RecoveryEvent& ev, const AgreedTable& table) {
-  QuorumInput in{members_, ev.failed, {}};
+  QuorumInput in{ulfm_members(), ev.failed, {}};
   for (int r : ev.failed)
     if (table.confirmed_by_any(r)) in.confirmed.push_back(r);
   const QuorumDecision d = decide_quorum(in);
   if (d.go_on) return;
   quorum_lost_ = true;
-  QuorumLost q(members_, ev.failed, d.unconfirmed, d.old_size);
+  QuorumLost q(ulfm_members(), ev.failed, d.unconfirmed, d.old_size);
   job_record::quorum_lost(my_original_rank_, q.what());
   throw q;
 }
 
 bool ResilientGroup::run_hooks(std::int64_t step, int attempt, RecoveryClock& clock, RecoveryEvent& ev) {
   bool hooks_ok = true;
+  transfer_bytes_ = 0;
+  transfer_ms_ = 0;
   try {
     injector_.in_phase(FaultPhase::hooks, attempt);
-    for (auto& hook : hooks_) hook(*this, ev);
+    if (comm_)  // a spare still waiting holds no state for the hooks to restore
+      for (auto& hook : hooks_) hook(*this, ev);
   } catch (const comm::FaultDetected&) {
     hooks_ok = false;
   } catch (const std::exception& e) {
@@ -557,8 +708,10 @@ bool ResilientGroup::run_hooks(std::int64_t step, int attempt, RecoveryClock& cl
   }
   if (!hooks_ok) revoke_quietly();
   const auto b = guarded("MPIX_Comm_agree", FaultPhase::agree,
-                         [&] { return comm::agree_uniform(comm_->raw(), hooks_ok ? 1u : 0u); });
+                         [&] { return comm::agree_uniform(ulfm_raw(), hooks_ok ? 1u : 0u); });
   ev.resync_ms += clock.lap();
+  ev.transfer_bytes = transfer_bytes_;
+  ev.transfer_ms = transfer_ms_;
   return b.flag == 1 && !b.failure_noticed;
 }
 

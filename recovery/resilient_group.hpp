@@ -63,6 +63,19 @@
 // Without ULFM (comm::has_ulfm() false) construction throws comm::NotSupported saying how to get
 // it, unless GroupOptions::allow_without_ulfm (then a lost rank ends the job: recover() throws
 // NotSupported and fail_job() throws an unagreed JobError on this rank alone).
+// Hot spares (GroupOptions::spares = S): the last S processes of `parent` train nothing at first.
+// Every process is in the pool (pool(): all live processes; every ULFM call of the protocol is
+// made on it, so the spares take part in every agreement); the training group (comm()) is the
+// processes that hold a slot, in slot order. A spare calls wait_as_spare(), which waits in an
+// agreement on the pool (polled: recovery/ulfm.hpp agree_uniform_polled) until a recovery or the
+// end of the job. When a recovery loses slot holders, the survivors compute the same plan from
+// the agreed survivors (recovery/heal_plan.hpp): the lowest spare takes the lowest lost slot (its
+// rank in the training group, so its data shard), slots left over shrink the group, and a lost
+// spare is only removed. The training group is then re-formed (MPI_Comm_split of the pool, key =
+// slot) and the hooks run on it, the newcomers included (they hold committed step -1, so a hook
+// that rolls the survivors forward streams them the state; RecoveryEvent::joined names them).
+// The spare leaves wait_as_spare() true once it holds a slot, or false when the training ranks
+// finished (run_job's last all_finished). With S = 0 there is no pool: comm() is used for all.
 // Bad options (a hang timeout too short to work, a fault for a rank the job does not have) throw
 // ftcc::InvalidArgument at construction, naming the smallest value allowed.
 #pragma once
@@ -105,6 +118,8 @@ struct GroupOptions {
   std::string event_log;
   // Print a one-line summary of each recovery on the new rank 0's stderr.
   bool verbose = true;
+  // The last `spares` processes of the parent are hot spares (see the top of the file); 0 = none.
+  int spares = 0;
   // Build the group even when ULFM is off (plain mpirun, or an MPI without it): fault-free runs
   // only, a lost rank ends the job. Off: construction refuses, saying how to get ULFM.
   bool allow_without_ulfm = false;
@@ -119,10 +134,20 @@ class ResilientGroup {
   ResilientGroup(const ResilientGroup&) = delete;
   ResilientGroup& operator=(const ResilientGroup&) = delete;
 
-  comm::Communicator& comm() { return *comm_; }
-  int rank() const { return comm_->rank(); }
-  int size() const { return comm_->size(); }
-  int initial_size() const { return static_cast<int>(peers_.size()); }
+  // The training group. A spare has none (is_spare()): rank() is -1 and size() 0 there.
+  comm::Communicator& comm();
+  int rank() const { return comm_ ? comm_->rank() : -1; }
+  int size() const { return comm_ ? comm_->size() : 0; }
+  bool is_spare() const { return !comm_; }
+  // The size the training group started with (the processes of the parent minus the spares).
+  int initial_size() const { return static_cast<int>(peers_.size()) - opt_.spares; }
+  // Every live process, spares included (the training group itself when there are no spares).
+  comm::Communicator& pool() { return pool_ ? *pool_ : *comm_; }
+  const std::vector<int>& pool_members() const { return pool_ ? pool_members_ : members_; }
+  int spares_left() const;
+  // Whether this process prints and records the job's outcome: the training group's rank 0, or
+  // the pool's rank 0 when no process holding training state survives.
+  bool reports() const;
   int original_rank() const { return my_original_rank_; }
   // Original rank of each current rank (index = current rank).
   const std::vector<int>& members() const { return members_; }
@@ -144,6 +169,12 @@ class ResilientGroup {
   // becomes a job-level error (every survivor throws JobError). Hooks capture the caller's
   // state: clear them before that state goes away (run_job() does).
   void add_recovery_hook(Hook hook) { hooks_.push_back(std::move(hook)); }
+  // A hook that streamed state to other ranks says how much and how long (this rank's view); the
+  // event of the recovery carries it (transfer_bytes, transfer_ms).
+  void record_state_transfer(std::int64_t bytes, double ms) {
+    transfer_bytes_ += bytes;
+    transfer_ms_ += ms;
+  }
   void clear_recovery_hooks() { hooks_.clear(); }
 
   // This rank hit an error that any rank in its role would hit: stop the job, once. Revokes the
@@ -156,7 +187,13 @@ class ResilientGroup {
   // then re-check the loop condition (the hooks may have rolled this rank forward) and loop.
   // The ranks that finished the last step of a loop and the ranks whose last step failed meet
   // here instead of waiting in different calls.
-  bool all_finished();
+  // `last`: run_job's final call (a spare waiting in wait_as_spare() leaves only on that one).
+  bool all_finished(bool last = false);
+
+  // A spare's wait (see the top of the file): true once this process holds a slot in the
+  // training group (the recovery hooks have run here too: the state is the group's), false when
+  // the job finished without needing it. Exceptions as recover(). Pre: is_spare().
+  bool wait_as_spare();
 
   // Runs fn(comm) for `step` of a loop in which every rank calls run() once per step, in order.
   // After a fault it recovers and reruns fn on the survivors, unless a survivor had already
@@ -202,7 +239,8 @@ class ResilientGroup {
   // that returns false did so on every survivor (its agreement says so): retry from step 1.
   struct RecoveryClock;  // one recovery's timing: detect, revoke, shrink, agree, resync, total
   class AgreedTable;     // step 2's table, one row per survivor
-  void revoke_quietly();
+  void revoke_quietly();   // the training group and the pool
+  void revoke_training();  // the training group only (a spare's pending agreement stays valid)
   void enter_protocol();  // 0: revoke + entry agreement (flag 0)
   const RecoveryEvent& recover_attempts(std::int64_t step, const std::string& cause, RecoveryClock clock);
   bool shrink_group(RecoveryClock& clock, RecoveryEvent& ev);  // 1
@@ -211,13 +249,25 @@ class ResilientGroup {
   void describe_new_group(const std::vector<int>& before, const AgreedTable& table, RecoveryClock& clock,
                           RecoveryEvent& ev);
   void check_quorum(const RecoveryEvent& ev, const AgreedTable& table);  // 3 (recovery/quorum_rule.hpp)
+  bool heal(RecoveryClock& clock, RecoveryEvent& ev);  // 3b: spares take lost slots
+  void describe_training_group(const AgreedTable& table, RecoveryEvent& ev);  // survivors, committed steps
+  void form_training_group();  // MPI_Comm_split of the pool by slots_ (collective on the pool)
+  const std::vector<int>& ulfm_members() const { return pool_members(); }
+  MPI_Comm ulfm_raw() { return pool().raw(); }
   bool run_hooks(std::int64_t step, int attempt, RecoveryClock& clock, RecoveryEvent& ev);  // 4
   const RecoveryEvent& publish(RecoveryEvent ev);  // events(), the summary line, the event log
   std::vector<int> lost_since(const std::vector<int>& before) const;
 
   GroupOptions opt_;
-  std::unique_ptr<comm::Communicator> comm_;
-  std::vector<int> members_;
+  std::unique_ptr<comm::Communicator> comm_;  // the training group (null on a spare)
+  std::vector<int> members_;                   // original rank of each training rank
+  std::unique_ptr<comm::Communicator> pool_;   // every live process (null without spares)
+  std::vector<int> pool_members_;              // original rank of each pool rank
+  std::vector<int> slots_;                     // slot of each original rank (recovery/heal_plan.hpp)
+  bool left_as_spare_ = false;                 // a spare that saw the job finish
+  std::int64_t spare_waits_ = 0;               // waits begun as a spare (fault injection)
+  std::int64_t transfer_bytes_ = 0;            // record_state_transfer() in this attempt's hooks
+  double transfer_ms_ = 0;
   std::vector<PeerAddress> peers_;
   int my_original_rank_ = -1;
   std::uint64_t job_id_ = 0;

@@ -44,7 +44,7 @@ int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<vo
     try {
       body(*g);
       g->clear_recovery_hooks();
-      while (!g->all_finished()) {
+      while (!g->all_finished(/*last=*/true)) {
       }
     } catch (const JobError&) {
       throw;
@@ -70,7 +70,7 @@ int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<vo
   } catch (const JobError& e) {
     status = e.status();
     if (!e.agreed()) return leave(job, me, status, e.line());  // no ULFM: only this rank knows
-    if (g->rank() == 0) {
+    if (g->reports()) {
       std::fprintf(stderr, "%s: %s\n", job.name.c_str(), e.line().c_str());
       std::fflush(stderr);
       job_record::outcome(status, e.line(), g->initial_size(), g->size());

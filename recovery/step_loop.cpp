@@ -8,7 +8,10 @@ void run_step_loop(ResilientGroup& g, const StepLoop& loop) {
   for (;;) {
     try {
       if (loop.done()) {
-        if (!g.all_finished()) continue;  // a recovery ran: the state may need steps again
+        if (!g.all_finished()) {  // a recovery ran: the state may need steps again
+          loop.recovered(g.events().back());
+          continue;
+        }
         loop.finish();
         return;
       }

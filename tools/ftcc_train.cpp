@@ -101,6 +101,11 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
   app.add_option("--micro-batches", c.micro_batches, "pipeline micro-batches (--parallel pp)")->capture_default_str();
   app.add_option("--replicas", c.replicas, "buddy replicas of each rank's state (pp/tp)")->capture_default_str();
   app.add_option("--replicate-every", c.replicate_every, "refresh the buddy replicas every N steps (pp/tp)")->capture_default_str();
+  app.add_option("--spares", c.spares,
+                 "hot spares (dp): the last N processes of the job train nothing until a rank is lost, then one "
+                 "takes its place, its rank and its data shard, with the state streamed from the survivors "
+                 "(world size back to full); with none left the job shrinks")
+      ->capture_default_str();
 }
 
 // Without ULFM fault tolerance (plain mpirun, or an MPI without ULFM) a failed rank ends the job:
@@ -245,6 +250,7 @@ int main(int argc, char** argv) {
   go.faults = ftcc::recovery::parse_fault_specs(cfg.inject);  // validated above
   go.verbose = false;  // the trainer's log prints each recovery
   go.allow_without_ulfm = !ft_off.empty();  // --no-fault-tolerance, checked above
+  go.spares = cfg.spares;
   // Exit statuses (recovery/job_outcome.hpp): 0 finished, 2 configuration error, 3 quorum lost,
   // 4 job-level error (agreed by every survivor, one line), 1 a rank that left on a deadline.
   return ftcc::recovery::run_job(MPI_COMM_WORLD, go, [&](ftcc::recovery::ResilientGroup& group) {

@@ -43,20 +43,24 @@ using Progress = TrainProgress;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Progress (with the samples digest accumulated so far), parameters and optimizer state from root.
-void broadcast_state(fc::Communicator& comm, int root, nn::Module& model, optim::Optimizer& opt, Progress& p) {
+// Progress (with the samples digest accumulated so far), parameters and optimizer state from root;
+// returns the bytes sent.
+std::int64_t broadcast_state(fc::Communicator& comm, int root, nn::Module& model, optim::Optimizer& opt, Progress& p) {
   std::int64_t head[5] = {p.cursor.epoch, p.cursor.step, p.step, p.samples_seen,
                           std::bit_cast<std::int64_t>(p.samples_digest)};
   fc::broadcast(comm, head, 5, fc::DType::i64, root);
   p = Progress{{head[0], head[1]}, head[2], head[3], std::bit_cast<std::uint64_t>(head[4])};
+  std::int64_t sent = sizeof head;
   auto send_list = [&](const nn::NamedTensors& list) {
     auto bytes = nn::pack_bytes(list);
+    sent += static_cast<std::int64_t>(bytes.size());
     FTCC_CHECK(bytes.size() % 4 == 0) << "state bytes not a multiple of 4";
     fc::broadcast(comm, bytes.data(), bytes.size() / 4, fc::DType::i32, root);
     if (comm.rank() != root) nn::unpack_bytes(list, bytes);
   };
   send_list(model.named_parameters());
   send_list(opt.state_dict());
+  return sent;
 }
 
 }  // namespace
@@ -72,11 +76,15 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
                          : std::string("was built without CUDA"))
       << "); use --device cpu";
 
-  // Ranks started with different configurations would train different models: refuse.
-  const Digest cfg_hash = check_same_config(cfg, g.comm(), g.members());
+  // Ranks started with different configurations would train different models: refuse (the hot
+  // spares too: one of them may train later).
+  const Digest cfg_hash = check_same_config(cfg, g.pool(), g.pool_members());
+  // A hot spare builds everything a training rank has (its data alone), registers the same
+  // recovery hook, and waits; once it takes a lost rank's place the hook has streamed it the state.
+  const bool spare = g.is_spare();
 
   const auto t_data = Clock::now();
-  TrainingData td = load_training_data(cfg.dataset, cfg.seed, cfg.held_out, &g.comm());
+  TrainingData td = load_training_data(cfg.dataset, cfg.seed, cfg.held_out, spare ? nullptr : &g.comm());
   const double data_s = seconds_since(t_data);
   tensor::host_buffers_release();  // the buffers of the data's preparation will not be asked for again
   const std::vector<std::int64_t> widths = model_widths(cfg.layers, td, cfg.dataset);
@@ -102,8 +110,10 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   if (!cfg.checkpoint_dir.empty()) store = std::make_unique<CheckpointStore>(cfg.checkpoint_dir, cfg, widths);
 
   // Resume (or initial weights): rank 0 reads the file into its replica, every rank learns the
-  // verdict (train/run_common.hpp), then gets the state by broadcast.
-  if (!cfg.resume.empty()) {
+  // verdict (train/run_common.hpp), then gets the state by broadcast. Not the spares: a spare
+  // that joins gets the state of the moment from the survivors.
+  if (spare) {
+  } else if (!cfg.resume.empty()) {
     const auto at = load_checkpoint_on_rank0(g.comm(), cfg.resume, "--resume", cfg, widths, log, model.get(), opt.get());
     FTCC_REQUIRE(at.has_value()) << "--resume '" << cfg.resume << "': no valid checkpoint found there";
     p = at->progress;
@@ -114,21 +124,40 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     broadcast_state(g.comm(), 0, *model, *opt, p);
     log.note("initial weights from " + cfg.init_weights + " (fresh optimizer state)");
   }
-  if (auto bad = ranks_differing(g.comm(), sha256_of(params)); !bad.empty())
-    throw ftcc::Error("initial parameters differ between ranks (rank " + std::to_string(bad[0]) + ")");
-  g.set_committed_step(p.step - 1);
+  if (!spare) {
+    if (auto bad = ranks_differing(g.comm(), sha256_of(params)); !bad.empty())
+      throw ftcc::Error("initial parameters differ between ranks (rank " + std::to_string(bad[0]) + ")");
+    g.set_committed_step(p.step - 1);
+  }  // a spare's committed step stays -1 (it holds no step of the run)
 
   ProgressReporter report(cfg, g, log);
 
-  // Recovery hook: roll the survivors forward to the most advanced committed state, then check.
+  // Recovery hook: roll the survivors forward to the most advanced committed state, and stream
+  // it to the spares that joined; then check, by SHA-256 of the parameters (and of the optimizer
+  // state and progress when a spare joined) on every rank.
   g.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) {
-    if (ev.committed_min != ev.committed_max) {
-      int root = 0;
-      while (ev.committed[static_cast<size_t>(root)] != ev.committed_max) ++root;
-      broadcast_state(grp.comm(), root, *model, *opt, p);
+    auto joined = [&](int i) {
+      return std::find(ev.joined.begin(), ev.joined.end(), ev.survivors[static_cast<size_t>(i)]) != ev.joined.end();
+    };
+    if (ev.committed_min != ev.committed_max || !ev.joined.empty()) {
+      int root = 0;  // the first rank at the most advanced step that held the state before
+      while (ev.committed[static_cast<size_t>(root)] != ev.committed_max || joined(root)) ++root;
+      const auto t0 = Clock::now();
+      const std::int64_t bytes = broadcast_state(grp.comm(), root, *model, *opt, p);
+      grp.record_state_transfer(bytes, seconds_since(t0) * 1e3);
     }
     if (auto bad = ranks_differing(grp.comm(), sha256_of(params)); !bad.empty())
       throw ftcc::Error("parameters differ between survivors after recovery (rank " + std::to_string(bad[0]) + ")");
+    if (!ev.joined.empty()) {
+      const std::int64_t head[5] = {p.cursor.epoch, p.cursor.step, p.step, p.samples_seen,
+                                    std::bit_cast<std::int64_t>(p.samples_digest)};
+      const Digest o = sha256_of(opt->state_dict());
+      std::vector<std::byte> both(sizeof head + o.size());
+      std::memcpy(both.data(), head, sizeof head);
+      std::memcpy(both.data() + sizeof head, o.data(), o.size());
+      if (auto bad = ranks_differing(grp.comm(), sha256_of_bytes(both)); !bad.empty())
+        throw ftcc::Error("optimizer state or progress differ after a hot spare joined (rank " + std::to_string(bad[0]) + ")");
+    }
     grp.set_committed_step(p.step - 1);
     if (cfg.on_failure == OnFailure::keep_local_batch) {
       // The global batch follows the world size from the next epoch on, so the epoch in flight
@@ -136,6 +165,8 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
       global_batch = std::max<std::int64_t>(1, cfg.batch * grp.size() / n0);
     }
   });
+
+  if (spare && !g.wait_as_spare()) return TrainSummary{};  // the job finished without needing this spare
 
   auto done = [&] {
     return cfg.steps > 0 ? p.step >= cfg.steps : p.cursor.epoch >= (cfg.epochs > 0 ? cfg.epochs : 10);

@@ -83,6 +83,7 @@ const std::vector<Field>& fields() {
       field("micro-batches", &TrainConfig::micro_batches, kSafe),  // pp's pipeline depth: same batch, same data
       field("replicas", &TrainConfig::replicas, kSafe),            // in-memory copies only
       field("replicate-every", &TrainConfig::replicate_every, kSafe),
+      field("spares", &TrainConfig::spares, kSafe),  // which processes train, not what they compute
   };
   return table;
 }
@@ -131,6 +132,11 @@ void TrainConfig::validate() const {
   FTCC_REQUIRE(metrics_port < 65536) << "--metrics-port must be < 65536";
   FTCC_REQUIRE(micro_batches > 0) << "--micro-batches must be > 0";
   FTCC_REQUIRE(replicas >= 0 && replicate_every > 0) << "--replicas >= 0 and --replicate-every > 0";
+  FTCC_REQUIRE(spares >= 0) << "--spares must be >= 0, got " << spares;
+  FTCC_REQUIRE(spares == 0 || parallel == Parallel::dp)
+      << "--spares " << spares << " with --parallel " << choice_name(parallel)
+      << ": hot spares take a lost rank's place in data-parallel training (--parallel dp) only; pp and tp "
+         "recover by shrinking onto their buddy replicas (--replicas)";
   if (!layers.empty()) {
     FTCC_REQUIRE(layers.size() >= 2) << "--layers needs at least two widths (input,output), got " << layers.size();
     for (auto w : layers) FTCC_REQUIRE(w > 0) << "--layers widths must be > 0, got " << w;
@@ -149,7 +155,7 @@ std::string TrainConfig::canonical() const {
      << " deterministic=" << deterministic << " on_failure=" << choice_name(on_failure) << " hang_timeout=" << hang_timeout_s
      << " checkpoint_every=" << checkpoint_every << " resume=" << resume << " init_weights=" << init_weights << " held_out=" << held_out
      << " bucket_mb=" << bucket_mb << " overlap=" << overlap << " micro_batches=" << micro_batches << " replicas=" << replicas
-     << " replicate_every=" << replicate_every << " inject=";
+     << " replicate_every=" << replicate_every << " spares=" << spares << " inject=";
   for (const auto& s : inject) os << s << ';';
   return os.str();
 }

@@ -446,6 +446,9 @@ elif case == "bad_input":
             (2, ["--dataset", "digits", "--layers", "64,96,64,47,10", "--parallel", "tp"],
              "--parallel tp on 2 ranks: the hidden width 47 of layers 2-3"),
             (2, ["--steps", "2", "--resume", "/nonexistent-ckpt"], "no valid checkpoint"),
+            (2, ["--spares", "-1"], "--spares must be >= 0, got -1"),
+            (2, ["--spares", "2"], "spares 2: the job has 2 process(es) and at least one must train; use 0 to 1 spares"),
+            (3, ["--spares", "1", "--parallel", "pp"], "--spares 1 with --parallel pp: hot spares take a lost rank's place"),
         ]
         if os.environ.get("FTCC_TEST_HAS_GPU") != "1":
             bad.append((2, ["--device", "cuda", "--steps", "2"], "--device cuda: no usable CUDA device"))
@@ -478,6 +481,8 @@ elif case == "bad_input":
                     "so a failed rank would end the job: launch with tools/ftcc-run, or pass --no-fault-tolerance", plain=True)
             refused("plain mpirun with --inject", plain + ["--no-fault-tolerance", "--inject", "kill:rank=1:step=2"],
                     "--inject needs ULFM fault tolerance", plain=True)
+            refused("plain mpirun with --spares", plain + ["--no-fault-tolerance", "--spares", "1"],
+                    "hot spares need ULFM fault tolerance", plain=True)
             with tempfile.TemporaryDirectory() as d2:
                 p = subprocess.run([*plain_mpirun, "-n", "2", train, "--quiet", "--steps", "3", "--no-fault-tolerance",
                                     "--checkpoint-dir", d2, "--checkpoint-every", "3"], capture_output=True, text=True, timeout=60)
@@ -663,6 +668,60 @@ elif case == "samples_digest_catches_a_wrong_count":
             check(s["samples_seen"] == s["samples_expected"] + 64,
                   f"{mode}: a wrong count in the checkpoint shows: samples_seen {s['samples_seen']} "
                   f"vs expected {s['samples_expected']}")
+
+elif case in ("spares_heal", "spares_failures"):
+    # Hot spares (--spares S: the last S processes wait; one takes a lost rank's place, its rank and
+    # data shard, with the state streamed from the survivors). --deterministic: every run's
+    # parameters must be the fault-free run's, bit for bit, and every sample counted once.
+    det = [*DIGITS, "--deterministic", "--hang-timeout", "5"]
+    ref, _ = run(3, *det)
+
+    def healed(what, n, spares, faults, world, joined, expect_rc=0, lines=()):
+        s, p = run(n, *det, "--spares", str(spares), *(a for f in faults for a in ("--inject", f)), expect_rc=expect_rc)
+        err = stderr_lines(p.stderr) + p.stdout.splitlines()  # recovery lines are on stdout
+        for needle in lines:
+            check(any(needle in l for l in err), f"{what}: a line says '{needle}'")
+        if expect_rc != 0:
+            return s, p
+        got_joined = [r for e in s["recoveries"] for r in e.get("joined", [])]
+        check(s["world_size_final"] == world and s["world_size_initial"] == n - spares,
+              f"{what}: world {s['world_size_initial']} -> {s['world_size_final']} (expected {n - spares} -> {world})")
+        check(got_joined == joined, f"{what}: spares that joined {got_joined} (expected {joined})")
+        check(s["param_sha256"] == ref["param_sha256"],
+              f"{what}: SHA-256 {s['param_sha256'][:12]} vs the fault-free 3-rank run's {ref['param_sha256'][:12]}")
+        samples_exact(s, 6 * DIGITS_TRAIN, what)
+        return s, p
+
+    if case == "spares_heal":
+        s, _ = healed("no fault, 1 spare", 4, 1, [], 3, [])
+        check(s["recoveries"] == [], f"no fault, 1 spare: no recovery ({len(s['recoveries'])})")
+        s, _ = healed("kill rank 1, 1 spare", 4, 1, [kill(1, 15)], 3, [3], lines=["hot spare 3 joined (0 left"])
+        ev = s["recoveries"][0]
+        check(ev["survivors"] == [0, 3, 2] and ev["spares_left"] == 0 and ev["heal_ms"] > 0 and ev["committed_min"] == -1,
+              f"kill rank 1: spare 3 is training rank 1 (survivors {ev['survivors']}), none left, heal "
+              f"{ev['heal_ms']:.2f} ms, its committed step -1 ({ev['committed_min']})")
+        # Rank 0 (the one that prints and checkpoints), then the spare that replaced rank 1, then
+        # with no spare left a shrink.
+        healed("kill 1, the spare in its place, then 0; 2 spares", 5, 2,
+               [kill(1, 15), kill(3, 40, "allreduce"), kill(0, 70)], 2, [3, 4],
+               lines=["hot spare 3 joined (1 left", "hot spare 4 joined (0 left", "no hot spare left: shrunk"])
+        healed("kill rank 0 inside the allreduce, 1 spare", 4, 1, [kill(0, 20, "allreduce")], 3, [3])
+    else:
+        # A spare lost while it waits is only removed: the job ends at full size; a later loss shrinks.
+        s, _ = healed("a spare dies while waiting", 4, 1, ["kill:rank=3:step=0:phase=spare"], 3, [])
+        check([e["failed"] for e in s["recoveries"]] == [[3]], f"the lost spare is one recovery: {[e['failed'] for e in s['recoveries']]}")
+        healed("a spare dies while waiting, then rank 1", 4, 1, ["kill:rank=3:step=0:phase=spare", kill(1, 30)], 2, [],
+               lines=["no hot spare left: shrunk"])
+        # A survivor dies while the newcomer receives the state (inside the hooks): both spares join.
+        s, _ = healed("rank 2 dies while spare 3 receives the state", 5, 2, [kill(1, 15), kill(2, 15, "hooks")], 3, [3, 4])
+        check(s["recoveries"][0]["attempts"] >= 2, f"one recovery, retried: {s['recoveries'][0]['attempts']} attempts")
+        # The newcomer itself dies while it receives the state, or in the shrink of the next attempt.
+        healed("the newcomer dies receiving the state", 5, 2, [kill(1, 15), kill(3, 15, "hooks")], 3, [4])
+        healed("the newcomer dies in the shrink", 5, 2, [kill(1, 15), kill(3, 15, "shrink")], 3, [4])
+        # Every process that held the state lost: a job error, said once, exit 4.
+        _, p = healed("both training ranks lost, 1 spare", 3, 1, [kill(0, 5), kill(1, 5)], 0, [], expect_rc=4,
+                      lines=["every process that held training state was lost (ranks 0, 1); the 1 hot spare(s) alive hold none"])
+        check(sum("job error" in l for l in stderr_lines(p.stderr)) == 1, "the job error is said once")
 
 else:
     sys.exit(f"unknown case {case}")
