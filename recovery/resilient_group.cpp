@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <optional>
 
@@ -533,7 +534,8 @@ const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const s
   RecoveryEvent ev;
   ev.step = step;
   ev.cause = cause;
-  ev.old_size = size();
+  // The training group's size as every process knows it (a spare has no group of its own).
+  ev.old_size = pool_ ? static_cast<int>(members_.size()) : size();
   ev.my_old_rank = rank();
   const std::vector<int> before = ulfm_members();
   AgreedTable table(peers_.size());
@@ -545,7 +547,10 @@ const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const s
     if (!shrink_group(clock, ev)) continue;                   // 1. revoke + shrink
     if (!agree_on_table(before, clock, table, ev)) continue;  // 2. allgather the table + agree
     describe_new_group(before, table, clock, ev);             //    the event, as every survivor sees it
-    if (!comm_) injector_.observe_step(table.committed_max() + 1);  // a spare: the step in flight
+    if (!comm_) {  // a spare: the step in flight is the one after the most advanced commit
+      ev.step = table.committed_max() + 1;
+      injector_.observe_step(ev.step);
+    }
     check_quorum(ev, table);                                  // 3. quorum lost: throws QuorumLost
     if (auto e = table.job_error()) throw *e;                 //    a job-level error: throws JobError
     if (pool_ && !heal(clock, ev)) continue;                        //    spares take lost slots + agree
@@ -643,10 +648,17 @@ void ResilientGroup::describe_training_group(const AgreedTable& table, RecoveryE
   ev.new_size = static_cast<int>(members_.size());
   ev.my_new_rank = rank();
   ev.spares_left = pool_ ? spares_left() : -1;
+  // committed_min/max: the consistency point of the ranks that held state (a newcomer holds none:
+  // its committed step, -1, is in ev.committed but not in them).
   ev.committed.assign(members_.size(), -1);
-  for (size_t i = 0; i < members_.size(); ++i) ev.committed[i] = table.committed_of(members_[i]);
-  ev.committed_min = *std::min_element(ev.committed.begin(), ev.committed.end());
-  ev.committed_max = *std::max_element(ev.committed.begin(), ev.committed.end());
+  ev.committed_min = std::numeric_limits<std::int64_t>::max();
+  ev.committed_max = std::numeric_limits<std::int64_t>::min();
+  for (size_t i = 0; i < members_.size(); ++i) {
+    ev.committed[i] = table.committed_of(members_[i]);
+    if (std::find(ev.joined.begin(), ev.joined.end(), members_[i]) != ev.joined.end()) continue;
+    ev.committed_min = std::min(ev.committed_min, ev.committed[i]);
+    ev.committed_max = std::max(ev.committed_max, ev.committed[i]);
+  }
 }
 
 bool ResilientGroup::heal(RecoveryClock& clock, RecoveryEvent& ev) {

@@ -697,15 +697,20 @@ elif case in ("spares_heal", "spares_failures"):
         check(s["recoveries"] == [], f"no fault, 1 spare: no recovery ({len(s['recoveries'])})")
         s, _ = healed("kill rank 1, 1 spare", 4, 1, [kill(1, 15)], 3, [3], lines=["hot spare 3 joined (0 left"])
         ev = s["recoveries"][0]
-        check(ev["survivors"] == [0, 3, 2] and ev["spares_left"] == 0 and ev["heal_ms"] > 0 and ev["committed_min"] == -1,
+        check(ev["survivors"] == [0, 3, 2] and ev["spares_left"] == 0 and ev["heal_ms"] > 0 and ev["old_size"] == 3
+              and ev["committed_min"] == ev["committed_max"] == 14 and ev["transfer_bytes"] > 0,
               f"kill rank 1: spare 3 is training rank 1 (survivors {ev['survivors']}), none left, heal "
-              f"{ev['heal_ms']:.2f} ms, its committed step -1 ({ev['committed_min']})")
+              f"{ev['heal_ms']:.2f} ms, the survivors' consistency point {ev['committed_min']}..{ev['committed_max']} "
+              f"(14: the newcomer's -1 is not in it), {ev.get('transfer_bytes')} bytes streamed")
         # Rank 0 (the one that prints and checkpoints), then the spare that replaced rank 1, then
         # with no spare left a shrink.
         healed("kill 1, the spare in its place, then 0; 2 spares", 5, 2,
                [kill(1, 15), kill(3, 40, "allreduce"), kill(0, 70)], 2, [3, 4],
                lines=["hot spare 3 joined (1 left", "hot spare 4 joined (0 left", "no hot spare left: shrunk"])
-        healed("kill rank 0 inside the allreduce, 1 spare", 4, 1, [kill(0, 20, "allreduce")], 3, [3])
+        s, _ = healed("kill rank 0 inside the allreduce, 1 spare", 4, 1, [kill(0, 20, "allreduce")], 3, [3])
+        ev = s["recoveries"][0]  # published by the newcomer, now rank 0: the same facts as the others'
+        check(ev["old_size"] == 3 and ev["new_size"] == 3 and ev["step"] in (20, 21) and ev["survivors"] == [3, 1, 2],
+              f"rank 0 replaced: sizes {ev['old_size']} -> {ev['new_size']}, step {ev['step']}, survivors {ev['survivors']}")
     else:
         # A spare lost while it waits is only removed: the job ends at full size; a later loss shrinks.
         s, _ = healed("a spare dies while waiting", 4, 1, ["kill:rank=3:step=0:phase=spare"], 3, [])
