@@ -33,6 +33,10 @@ std::string prometheus_text(const TrainingMetrics& m) {
   metric("last_recovery_ms", "gauge", "Duration of the last recovery in milliseconds.", m.last_recovery_ms);
   metric("samples_per_second", "gauge", "Training throughput over the last reporting window.", m.samples_per_s);
   metric("samples_seen_total", "counter", "Samples consumed by committed steps.", m.samples_seen);
+  metric("spares_waiting", "gauge", "Hot spares waiting to take a lost rank's place.", m.spares_waiting);
+  metric("spares_joined_total", "counter", "Hot spares that took a lost rank's place since start.", m.spares_joined_total);
+  metric("last_state_transfer_bytes", "gauge", "State streamed to newcomers in the last recovery, in bytes.",
+         m.last_state_transfer_bytes);
   return os.str();
 }
 

@@ -22,6 +22,9 @@ struct TrainingMetrics {
   double last_recovery_ms = 0;
   double samples_per_s = 0;
   std::int64_t samples_seen = 0;
+  int spares_waiting = 0;              // hot spares not yet in the training group
+  std::int64_t spares_joined_total = 0;
+  std::int64_t last_state_transfer_bytes = 0;
 };
 
 // The Prometheus exposition text for m (all series prefixed ftcc_).

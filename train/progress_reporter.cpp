@@ -30,6 +30,7 @@ void ProgressReporter::step_done(std::int64_t step, std::int64_t epoch, double l
     metrics_.step = step;
     metrics_.loss = loss;
     metrics_.world_size = group_.size();
+    metrics_.spares_waiting = group_.spares_left();
     metrics_.samples_per_s = sps;
     metrics_.samples_seen = samples_seen;
     server_->update(metrics_);
@@ -45,6 +46,9 @@ void ProgressReporter::recovered(const recovery::RecoveryEvent& ev) {
   log_.recovery(ev);
   metrics_.recoveries_total = static_cast<std::int64_t>(group_.events().size());
   metrics_.last_recovery_ms = ev.total_ms;
+  metrics_.spares_waiting = group_.spares_left();
+  metrics_.spares_joined_total += static_cast<std::int64_t>(ev.joined.size());
+  metrics_.last_state_transfer_bytes = ev.transfer_bytes;
   serve_if_rank0();
 }
 

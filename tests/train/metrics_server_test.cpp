@@ -40,6 +40,9 @@ TEST(MetricsServer, ServesPrometheusText) {
   m.world_size = 3;
   m.recoveries_total = 1;
   m.last_recovery_ms = 12.5;
+  m.spares_waiting = 1;
+  m.spares_joined_total = 2;
+  m.last_state_transfer_bytes = 4096;
   server.update(m);
   const auto r = exchange(server.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_NE(r.find("HTTP/1.1 200"), std::string::npos) << r;
@@ -48,6 +51,9 @@ TEST(MetricsServer, ServesPrometheusText) {
   EXPECT_NE(r.find("\nftcc_world_size 3\n"), std::string::npos) << r;
   EXPECT_NE(r.find("# TYPE ftcc_recoveries_total counter"), std::string::npos) << r;
   EXPECT_NE(r.find("\nftcc_last_recovery_ms 12.5\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("\nftcc_spares_waiting 1\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("# TYPE ftcc_spares_joined_total counter\nftcc_spares_joined_total 2\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("\nftcc_last_state_transfer_bytes 4096\n"), std::string::npos) << r;
 }
 
 TEST(MetricsServer, RejectsBadRequestsAndKeepsServing) {
