@@ -102,7 +102,7 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
   app.add_option("--replicas", c.replicas, "buddy replicas of each rank's state (pp/tp)")->capture_default_str();
   app.add_option("--replicate-every", c.replicate_every, "refresh the buddy replicas every N steps (pp/tp)")->capture_default_str();
   app.add_option("--spares", c.spares,
-                 "hot spares (dp): the last N processes of the job train nothing until a rank is lost, then one "
+                 "hot spares: the last N processes of the job train nothing until a rank is lost, then one "
                  "takes its place, its rank and its data shard, with the state streamed from the survivors "
                  "(world size back to full); with none left the job shrinks")
       ->capture_default_str();

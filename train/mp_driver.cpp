@@ -38,21 +38,25 @@ class Driver {
  public:
   Driver(const TrainConfig& cfg, recovery::ResilientGroup& g, const StrategyFactory& make)
       : cfg_(cfg), g_(g), t_start_(Clock::now()), cfg_hash_(validated_hash(cfg, g)),
-        td_(load_training_data(cfg.dataset, cfg.seed, cfg.held_out, &g.comm())),
+        // A hot spare makes the data alone (it is in no training group yet).
+        td_(load_training_data(cfg.dataset, cfg.seed, cfg.held_out, g.is_spare() ? nullptr : &g.comm())),
         widths_(model_widths(cfg.layers, td_, cfg.dataset)),
         s_(make(cfg, widths_, td_)),
         sampler_({.num_samples = td_.train.size(), .global_batch = cfg.batch, .seed = cfg.seed,
                   .micro_batch = std::min(cfg.micro_batch, cfg.batch)}),
         log_(cfg, g, sampler_.steps_per_epoch()) {
-    s_->validate(g.size(), /*at_start=*/true);
+    s_->validate(g.is_spare() ? g.initial_size() : g.size(), /*at_start=*/true);
     if (!cfg.checkpoint_dir.empty()) ckpt_ = std::make_unique<CheckpointStore>(cfg.checkpoint_dir, cfg, widths_);
     tensor::host_buffers_release();  // the buffers of the data's preparation will not be asked for again
   }
 
   TrainSummary run() {
-    start();
+    if (!g_.is_spare()) start();
     ProgressReporter report(cfg_, g_, log_);
     g_.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) { recover(grp, ev); });
+    // A hot spare waits; once it takes a lost rank's place, the hook above has rebuilt its part
+    // from the buddy replicas like any survivor's (its replica store is empty: it holds no copy).
+    if (g_.is_spare() && !g_.wait_as_spare()) return TrainSummary{};
     double last_loss = 0;
     FinalMetrics final;
     recovery::run_step_loop(g_, {
@@ -90,7 +94,7 @@ class Driver {
     FTCC_REQUIRE(!cfg.deterministic) << "--parallel " << mode << ": --deterministic is not supported (use --parallel dp)";
     FTCC_REQUIRE(cfg.on_failure == OnFailure::keep_global_batch)
         << "--parallel " << mode << ": only --on-failure keep-global-batch";
-    return check_same_config(cfg, g.comm(), g.members());
+    return check_same_config(cfg, g.pool(), g.pool_members());
   }
 
   bool done() const {
@@ -252,7 +256,15 @@ class Driver {
     const RestorePlan plan = plan_restore(gather_holdings(c, store_), units_now);
     const std::string failed = joined(ev.failed);
     if (plan.step >= 0) {
+      const auto t_move = Clock::now();
       std::map<int, Bytes> units = move_units(c, plan);
+      if (!ev.joined.empty()) {  // bytes the restore moved between ranks (newcomers' parts, re-split pieces), summed
+        std::int64_t got = 0;
+        for (int u : s_->restore_units(plan.of, n, me))
+          if (plan.holder[static_cast<std::size_t>(u)] != me) got += static_cast<std::int64_t>(units.at(u).size());
+        fc::allreduce(c, fc::kInPlace, &got, 1, fc::DType::i64, fc::ReduceOp::sum);
+        grp.record_state_transfer(got, std::chrono::duration<double, std::milli>(Clock::now() - t_move).count());
+      }
       // The cursor, samples seen and digest recorded at that step (checked equal on every survivor).
       const auto at = recorded_.find(plan.step);
       const TrainProgress restored = agree_progress(c, at == recorded_.end() ? nullptr : &at->second, plan.step);

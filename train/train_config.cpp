@@ -133,10 +133,6 @@ void TrainConfig::validate() const {
   FTCC_REQUIRE(micro_batches > 0) << "--micro-batches must be > 0";
   FTCC_REQUIRE(replicas >= 0 && replicate_every > 0) << "--replicas >= 0 and --replicate-every > 0";
   FTCC_REQUIRE(spares >= 0) << "--spares must be >= 0, got " << spares;
-  FTCC_REQUIRE(spares == 0 || parallel == Parallel::dp)
-      << "--spares " << spares << " with --parallel " << choice_name(parallel)
-      << ": hot spares take a lost rank's place in data-parallel training (--parallel dp) only; pp and tp "
-         "recover by shrinking onto their buddy replicas (--replicas)";
   if (!layers.empty()) {
     FTCC_REQUIRE(layers.size() >= 2) << "--layers needs at least two widths (input,output), got " << layers.size();
     for (auto w : layers) FTCC_REQUIRE(w > 0) << "--layers widths must be > 0, got " << w;
