@@ -1,0 +1,157 @@
+// recovery/group_internals.hpp: the pieces of ResilientGroup that its two source files share
+// (resilient_group.cpp: the protocol; respawn.cpp: new processes joining it). Not installed.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/recovery/job_outcome.hpp"
+#include "ftcc/recovery/resilient_group.hpp"
+
+namespace ftcc::recovery {
+namespace detail {
+
+using Steady = std::chrono::steady_clock;
+
+inline double ms_between(Steady::time_point a, Steady::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+inline std::int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Fixed-size record of a rank's identity and heartbeat address, exchanged at start.
+struct WirePeer {
+  char host[64];
+  char ip[48];
+  std::uint32_t port;
+  std::int32_t pid;
+  std::uint64_t start_time;
+  std::int32_t rank;
+  std::int32_t pad;
+};
+static_assert(sizeof(WirePeer) % 8 == 0);
+inline constexpr size_t kWireWords = sizeof(WirePeer) / 8;
+
+// Fixed room for a job-level error's message in the agreement table (bytes, multiple of 8).
+inline constexpr size_t kMessageBytes = 2048;
+
+}  // namespace detail
+
+using detail::kMessageBytes;
+using detail::kWireWords;
+using detail::WirePeer;
+using detail::ms_between;
+using detail::Steady;
+using detail::wall_ns;
+
+// One recovery's timing (RecoveryEvent's *_ms): when this rank noticed the trouble, before the
+// entry agreement (which waits for the others), and the end of the last timed phase; from the
+// agreed table, the earliest notice of any survivor and the recorded time of the fault.
+struct ResilientGroup::RecoveryClock {
+  std::int64_t notice_wall_ns;          // wall clock: comparable across ranks
+  Steady::time_point notice;
+  Steady::time_point mark;              // end of the last phase
+  std::int64_t first_notice_ns = 0;     // earliest notice over the survivors
+  std::int64_t fault_ns = -1;           // earliest injected fault of a lost rank, -1 = none recorded
+
+  static RecoveryClock start() {
+    const auto now = Steady::now();
+    return {wall_ns(), now, now};
+  }
+  void start_phase() { mark = Steady::now(); }
+  // Milliseconds since the last mark; the next phase starts now.
+  double lap() {
+    const auto now = Steady::now();
+    const double ms = ms_between(mark, now);
+    mark = now;
+    return ms;
+  }
+  double detect_ms() const { return fault_ns >= 0 ? static_cast<double>(first_notice_ns - fault_ns) / 1e6 : -1.0; }
+  // From the failure (the fault time, else the first notice) to the last mark.
+  double total_ms() const {
+    return fault_ns >= 0 ? static_cast<double>(wall_ns() - fault_ns) / 1e6
+                         : ms_between(notice, mark) + static_cast<double>(notice_wall_ns - first_notice_ns) / 1e6;
+  }
+};
+
+// Step 2's table, one row of int64 per new rank: [0] original rank, [1] committed step,
+// [2] notice time (wall ns), [3] job-error status (0 = none), [4] the error's step, then the
+// bitmask of the deaths this rank confirmed (by original rank), then the error message.
+class ResilientGroup::AgreedTable {
+ public:
+  explicit AgreedTable(size_t initial_size) : mask_words_((initial_size + 63) / 64) {}
+
+  std::vector<std::int64_t> row_of(int original_rank, std::int64_t committed, std::int64_t notice_ns,
+                                   const PendingError* error, const std::vector<int>& confirmed) const {
+    std::vector<std::int64_t> row(row_words(), 0);
+    row[0] = original_rank;
+    row[1] = committed;
+    row[2] = notice_ns;
+    if (error) {
+      row[3] = static_cast<std::int64_t>(error->status);
+      row[4] = error->step;
+      std::memcpy(&row[msg_at()], error->message.c_str(), std::min(error->message.size(), kMessageBytes - 1));
+    }
+    for (int r : confirmed) row[kMaskAt + static_cast<size_t>(r) / 64] |= std::int64_t{1} << (r % 64);
+    return row;
+  }
+  // Our allgather of every survivor's row; throws FaultDetected like any collective.
+  void gather(comm::Communicator& c, const std::vector<std::int64_t>& mine) {
+    rows_ = c.size();
+    cells_.assign(row_words() * static_cast<size_t>(rows_), 0);
+    comm::allgather(c, mine.data(), cells_.data(), static_cast<int>(row_words()), comm::DType::i64);
+  }
+
+  int rows() const { return rows_; }
+  std::int64_t committed(int i) const { return row(i)[1]; }
+  std::int64_t committed_max() const {
+    std::int64_t m = -1;
+    for (int i = 0; i < rows_; ++i) m = std::max(m, row(i)[1]);
+    return m;
+  }
+  std::int64_t committed_of(int original_rank) const {
+    for (int i = 0; i < rows_; ++i)
+      if (row(i)[0] == original_rank) return row(i)[1];
+    FTCC_CHECK(false) << "no row for rank " << original_rank << " in the agreed table";
+    return -1;
+  }
+  std::int64_t notice_ns(int i) const { return row(i)[2]; }
+  bool confirmed_by_any(int original_rank) const {
+    const size_t w = kMaskAt + static_cast<size_t>(original_rank) / 64;
+    for (int i = 0; i < rows_; ++i)
+      if ((row(i)[w] >> (original_rank % 64)) & 1) return true;
+    return false;
+  }
+  // The job-level error of the lowest rank that carries one, the same on every survivor.
+  std::optional<JobError> job_error() const {
+    for (int i = 0; i < rows_; ++i)
+      if (row(i)[3] != 0) {
+        const char* text = reinterpret_cast<const char*>(row(i) + msg_at());
+        return JobError(static_cast<ExitStatus>(row(i)[3]), static_cast<int>(row(i)[0]), row(i)[4],
+                        std::string(text, strnlen(text, kMessageBytes)), true);
+      }
+    return std::nullopt;
+  }
+
+ private:
+  static constexpr size_t kMaskAt = 5;
+  size_t msg_at() const { return kMaskAt + mask_words_; }
+  size_t row_words() const { return msg_at() + kMessageBytes / 8; }
+  const std::int64_t* row(int i) const { return cells_.data() + row_words() * static_cast<size_t>(i); }
+
+  size_t mask_words_;
+  int rows_ = 0;
+  std::vector<std::int64_t> cells_;
+};
+
+}  // namespace ftcc::recovery
