@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -12,7 +13,9 @@
 
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/collectives.hpp"
+#include "ftcc/recovery/call_deadline.hpp"
 #include "ftcc/recovery/job_outcome.hpp"
+#include "ftcc/recovery/progress_watchdog.hpp"
 #include "ftcc/recovery/resilient_group.hpp"
 
 namespace ftcc::recovery {
@@ -44,6 +47,35 @@ inline constexpr size_t kWireWords = sizeof(WirePeer) / 8;
 
 // Fixed room for a job-level error's message in the agreement table (bytes, multiple of 8).
 inline constexpr size_t kMessageBytes = 2048;
+
+inline PeerAddress peer_of(const WirePeer& w) {
+  PeerAddress p;
+  p.rank = w.rank;
+  p.host.assign(w.host, strnlen(w.host, sizeof w.host));
+  p.ip.assign(w.ip, strnlen(w.ip, sizeof w.ip));
+  p.port = static_cast<std::uint16_t>(w.port);
+  p.pid = w.pid;
+  p.start_time = w.start_time;
+  return p;
+}
+
+inline WirePeer wire_of(const PeerAddress& p) {
+  WirePeer w{};
+  std::strncpy(w.host, p.host.c_str(), sizeof w.host - 1);
+  std::strncpy(w.ip, p.ip.c_str(), sizeof w.ip - 1);
+  w.port = p.port;
+  w.pid = p.pid;
+  w.start_time = p.start_time;
+  w.rank = p.rank;
+  return w;
+}
+
+// The job's scratch folder on this host (fault timestamps).
+inline std::string event_dir_of(std::uint64_t job_id) {
+  char dir[64];
+  std::snprintf(dir, sizeof dir, "/tmp/ftcc-job-%016llx", static_cast<unsigned long long>(job_id));
+  return dir;
+}
 
 }  // namespace detail
 
@@ -119,11 +151,19 @@ class ResilientGroup::AgreedTable {
     for (int i = 0; i < rows_; ++i) m = std::max(m, row(i)[1]);
     return m;
   }
+  // -1 for a process with no row: one that joined after the table was agreed (respawn).
   std::int64_t committed_of(int original_rank) const {
     for (int i = 0; i < rows_; ++i)
       if (row(i)[0] == original_rank) return row(i)[1];
-    FTCC_CHECK(false) << "no row for rank " << original_rank << " in the agreed table";
     return -1;
+  }
+  // The raw cells, to hand the table to a process that joins the recovery (recovery/respawn.cpp).
+  const std::vector<std::int64_t>& cells() const { return cells_; }
+  void assign(int rows, std::vector<std::int64_t> cells) {
+    FTCC_CHECK(cells.size() == row_words() * static_cast<size_t>(rows)) << "agreed table: " << cells.size()
+                                                                         << " cells for " << rows << " rows";
+    rows_ = rows;
+    cells_ = std::move(cells);
   }
   std::int64_t notice_ns(int i) const { return row(i)[2]; }
   bool confirmed_by_any(int original_rank) const {
@@ -153,5 +193,32 @@ class ResilientGroup::AgreedTable {
   int rows_ = 0;
   std::vector<std::int64_t> cells_;
 };
+
+// A new process's way into the recovery in progress (recovery/respawn.cpp).
+struct ResilientGroup::PendingJoin {
+  explicit PendingJoin(std::size_t originals) : table(originals) {}
+  AgreedTable table;
+  RecoveryEvent event;       // as far as the survivors had it
+  std::int64_t step = -1;
+  std::int64_t fault_ns = -1;  // the failure (or the first notice), wall clock
+};
+
+// Runs an uninterruptible call of the protocol under the ULFM-call deadline, counted for the
+// heartbeat (every process of the pool makes the same calls, so the counts agree).
+template <class F>
+auto ResilientGroup::guarded(const char* call, FaultPhase phase, F&& f) {
+  const std::uint32_t seq = ++ulfm_calls_;
+  if (deadline_) deadline_->arm(call, seq);
+  if (watchdog_) watchdog_->kick();
+  struct Disarm {
+    CallDeadline* d;
+    ~Disarm() {
+      if (d) d->disarm();
+    }
+  } disarm{deadline_.get()};
+  injector_.in_phase(phase, static_cast<int>(seq));  // a stall here is this rank's, under the deadline
+  if (heartbeat_) heartbeat_->set_progress(seq);      // entered: peers stop waiting for us
+  return f();
+}
 
 }  // namespace ftcc::recovery

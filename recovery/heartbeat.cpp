@@ -237,6 +237,16 @@ void Heartbeat::stop() {
   impl_->running = false;
 }
 
+void Heartbeat::add(const PeerAddress& p) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (p.rank == impl_->my_rank) return;
+  Impl::Watched w;
+  w.addr = p;
+  w.endpoint = udp::endpoint(boost::asio::ip::make_address(p.ip), p.port);
+  w.last_heard = Clock::now();  // one full timeout before it can be suspected, as at start
+  impl_->peers[p.rank] = w;
+}
+
 void Heartbeat::remove(int rank) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->peers.erase(rank);

@@ -70,6 +70,8 @@ class Heartbeat {
   void stop();
   // Stop watching (and heartbeating to) a rank that is known to have failed.
   void remove(int rank);
+  // Start watching (and heartbeating to) a process that joined the job (recovery/respawn.cpp).
+  void add(const PeerAddress& peer);
   void set_on_suspect(SuspectCallback cb);
   // Progress carried by every heartbeat: the number of ULFM calls this rank has entered
   // (recovery/call_deadline.hpp). peer_behind(n) is a watched, unsuspected peer whose last

@@ -157,10 +157,10 @@ void started(int original_rank) {
   install_crash_handler();
 }
 
-void outcome(ExitStatus status, const std::string& line, int world_initial, int world_final) {
+void outcome(ExitStatus status, const std::string& line, int world_initial, int world_final, int new_lost) {
   write_atomically("outcome", "status " + std::to_string(static_cast<int>(status)) + "\nworld " +
                                   std::to_string(world_initial) + " " + std::to_string(world_final) + "\nline " +
-                                  line + "\n");
+                                  line + "\nnew_lost " + std::to_string(new_lost) + "\n");
 }
 
 void quorum_lost(int original_rank, const std::string& line) {

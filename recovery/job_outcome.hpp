@@ -69,8 +69,9 @@ namespace job_record {
 const std::string& dir();
 // Once per process: rank-R.started, the crash handler and the exit guard's record.
 void started(int original_rank);
-// The outcome of the job, written once by the final group's rank 0.
-void outcome(ExitStatus status, const std::string& line, int world_initial, int world_final);
+// The outcome of the job, written once by the final group's rank 0. new_lost: processes started by
+// a respawn that were lost (Open MPI's mpirun exits non-zero for them although the job recovered).
+void outcome(ExitStatus status, const std::string& line, int world_initial, int world_final, int new_lost = 0);
 // This rank stopped because its side lost the quorum.
 void quorum_lost(int original_rank, const std::string& line);
 // This process is leaving without MPI_Finalize, and how ("exited with status 1", "deadline ...").

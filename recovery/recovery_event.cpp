@@ -1,5 +1,6 @@
 #include "ftcc/recovery/recovery_event.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -26,6 +27,11 @@ nlohmann::json RecoveryEvent::to_json() const {
     j["transfer_bytes"] = transfer_bytes;
     j["transfer_ms"] = transfer_ms;
   }
+  if (respawns_left >= 0) {
+    j["respawned"] = respawned;
+    j["respawn_ms"] = respawn_ms;
+    j["respawns_left"] = respawns_left;
+  }
   if (spares_left >= 0) {
     j["joined"] = joined;
     j["spares_left"] = spares_left;
@@ -46,10 +52,26 @@ std::string RecoveryEvent::summary() const {
                 revoke_ms, shrink_ms, agree_ms, resync_ms);
   std::string healed;
   if (!joined.empty()) {
-    healed = "; hot spare";
-    healed += joined.size() > 1 ? "s " : " ";
-    for (size_t i = 0; i < joined.size(); ++i) healed += (i ? ", " : "") + std::to_string(joined[i]);
-    healed += " joined (" + std::to_string(spares_left) + " left, heal " + std::to_string(std::lround(heal_ms)) + " ms";
+    auto list = [](const std::vector<int>& v) {
+      std::string s;
+      for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+      return s;
+    };
+    std::vector<int> spares;
+    for (int r : joined)
+      if (std::find(respawned.begin(), respawned.end(), r) == respawned.end()) spares.push_back(r);
+    std::vector<int> started;
+    for (int r : joined)
+      if (std::find(respawned.begin(), respawned.end(), r) != respawned.end()) started.push_back(r);
+    if (!spares.empty()) healed += "; hot spare" + std::string(spares.size() > 1 ? "s " : " ") + list(spares) + " joined";
+    if (!started.empty()) {
+      char t[64];
+      std::snprintf(t, sizeof t, " (respawned in %.0f ms)", respawn_ms);
+      healed += "; new process" + std::string(started.size() > 1 ? "es " : " ") + list(started) + t + " joined";
+    }
+    healed += " (" + std::to_string(spares_left) + " spare(s) left";
+    if (respawns_left >= 0) healed += ", " + std::to_string(respawns_left) + " respawn(s) left";
+    healed += ", heal " + std::to_string(std::lround(heal_ms)) + " ms";
     if (transfer_bytes > 0) {
       char t[96];
       std::snprintf(t, sizeof t, ", state %.2f MB in %.1f ms", static_cast<double>(transfer_bytes) / 1e6, transfer_ms);
@@ -57,7 +79,7 @@ std::string RecoveryEvent::summary() const {
     }
     healed += ")";
   } else if (spares_left == 0 && new_size < old_size) {
-    healed = "; no hot spare left: shrunk";
+    healed = respawns_left > 0 ? "; respawn failed: shrunk" : "; no hot spare or respawn left: shrunk";
   }
   return "recovered from failure of " + who + buf + healed + (attempts > 1 ? " [" + std::to_string(attempts) + " attempts]" : "");
 }

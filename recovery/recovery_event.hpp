@@ -18,6 +18,9 @@ struct RecoveryEvent {
   std::vector<int> failed;              // original ranks lost in this recovery
   std::vector<int> survivors;           // original ranks of the new group, in new-rank order
   std::vector<int> joined;              // hot spares that took a lost rank's place (original ranks)
+  std::vector<int> respawned;           // of them, the processes started by this recovery (respawn)
+  double respawn_ms = 0;                // MPI_Comm_spawn + merge + hand-over
+  int respawns_left = -1;               // new processes the job may still start (-1: respawn off)
   int spares_left = -1;                 // hot spares still waiting after it (-1: the job has none)
   std::int64_t transfer_bytes = 0;      // state streamed by the hooks (ResilientGroup::record_state_transfer)
   double transfer_ms = 0;

@@ -103,10 +103,12 @@ void validate(const GroupOptions& o, int world) {
   if (o.spares > 0 && o.allow_without_ulfm)
     throw ftcc::InvalidArgument("hot spares need ULFM fault tolerance: without it a lost rank ends the job and no spare "
                                 "can take its place; drop the spares or run with ULFM (tools/ftcc-run)");
+  // New processes (respawns) are the original ranks after the job's: they can be named too.
+  const int ranks = world + std::max(0, o.respawns);
   for (const auto& f : o.faults)
-    if (f.rank >= world)
+    if (f.rank >= ranks)
       throw ftcc::InvalidArgument("fault spec '" + f.text + "' names rank " + std::to_string(f.rank) + ", but the job has " +
-                                  std::to_string(world) + " rank(s) (0-" + std::to_string(world - 1) + "): it would never fire");
+                                  std::to_string(ranks) + " rank(s) (0-" + std::to_string(ranks - 1) + "): it would never fire");
 }
 
 }  // namespace
@@ -114,10 +116,16 @@ void validate(const GroupOptions& o, int world) {
 ResilientGroup::ResilientGroup(MPI_Comm parent, GroupOptions options) : opt_(std::move(options)) {
   int world = 0;
   MPI_Comm_size(parent, &world);
-  validate(opt_, world);
+  MPI_Comm spawner = MPI_COMM_NULL;  // set in a process started by a respawn (recovery/respawn.cpp)
+  MPI_Comm_get_parent(&spawner);
+  if (spawner == MPI_COMM_NULL) validate(opt_, world);  // a new process's job was checked when it started
   if (!opt_.allow_without_ulfm) comm::require_ulfm("ResilientGroup (set GroupOptions::allow_without_ulfm to run without fault tolerance)");
   static const bool guard_installed = on_exit(exit_without_finalize_guard, nullptr) == 0;
   (void)guard_installed;
+  if (spawner != MPI_COMM_NULL) {
+    join_as_respawned(spawner);
+    return;
+  }
   bootstrap(parent);
 }
 
@@ -161,8 +169,7 @@ void ResilientGroup::bootstrap(MPI_Comm parent) {
   }
   comm::broadcast(*comm_, words, 5, comm::DType::i64, 0);
   job_id_ = static_cast<std::uint64_t>(words[0]);
-  Secret secret{};
-  std::memcpy(secret.data(), &words[1], secret.size());
+  std::memcpy(secret_.data(), &words[1], secret_.size());
 
   // Hostnames first: they decide which address the heartbeat binds to.
   std::vector<char> hosts(64 * static_cast<size_t>(n), 0);
@@ -172,6 +179,32 @@ void ResilientGroup::bootstrap(MPI_Comm parent) {
   bool single_host = true;
   for (int r = 0; r < n; ++r) single_host = single_host && std::strncmp(&hosts[64 * static_cast<size_t>(r)], my_host, 64) == 0;
 
+  const WirePeer mine = create_heartbeat(single_host);
+  std::vector<WirePeer> all(static_cast<size_t>(n));
+  comm::allgather(*comm_, &mine, all.data(), kWireWords, comm::DType::i64);
+  peers_.clear();
+  for (const auto& w : all) peers_.push_back(detail::peer_of(w));
+  initial_pool_ = peers_.size();
+  initial_training_ = n - opt_.spares;
+  respawns_left_ = opt_.respawns;
+
+  event_dir_ = detail::event_dir_of(job_id_);
+  ::mkdir(event_dir_.c_str(), 0700);
+  injector_ = FaultInjector(opt_.faults, my_original_rank_, event_dir_);
+  // Slots: original rank r < n - spares trains in slot r; the others are hot spares.
+  slots_.resize(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) slots_[static_cast<size_t>(r)] = r < n - opt_.spares ? r : kSpare;
+  if (opt_.spares > 0 || opt_.respawns > 0) {  // a pool: spares wait in it, new processes join it
+    pool_ = std::move(comm_);
+    pool_members_ = members_;
+    form_training_group();
+  } else {
+    install_fault_hook();
+  }
+  start_services();
+}
+
+WirePeer ResilientGroup::create_heartbeat(bool single_host) {
   if (opt_.hang_timeout.count() > 0) {
     HeartbeatOptions ho;
     ho.timeout = opt_.hang_timeout;
@@ -181,52 +214,19 @@ void ResilientGroup::bootstrap(MPI_Comm parent) {
     ho.fence = opt_.fence;
     heartbeat_ = std::make_unique<Heartbeat>(my_original_rank_, heartbeat_bind_address(single_host), ho);
   }
-  WirePeer mine{};
   PeerAddress local;
   if (heartbeat_) {
     local = heartbeat_->local_address();
   } else {
-    local.host = my_host;
+    local.host = my_hostname();
     local.pid = static_cast<int>(getpid());
     local.start_time = Heartbeat::process_start_time(local.pid);
   }
-  std::strncpy(mine.host, local.host.c_str(), sizeof mine.host - 1);
-  std::strncpy(mine.ip, local.ip.c_str(), sizeof mine.ip - 1);
-  mine.port = local.port;
-  mine.pid = local.pid;
-  mine.start_time = local.start_time;
-  mine.rank = my_original_rank_;
-  std::vector<WirePeer> all(static_cast<size_t>(n));
-  comm::allgather(*comm_, &mine, all.data(), kWireWords, comm::DType::i64);
-  peers_.clear();
-  for (const auto& w : all) {
-    PeerAddress p;
-    p.rank = w.rank;
-    p.host.assign(w.host, strnlen(w.host, sizeof w.host));
-    p.ip.assign(w.ip, strnlen(w.ip, sizeof w.ip));
-    p.port = static_cast<std::uint16_t>(w.port);
-    p.pid = w.pid;
-    p.start_time = w.start_time;
-    peers_.push_back(p);
-  }
+  local.rank = my_original_rank_;
+  return detail::wire_of(local);
+}
 
-  char dir[64];
-  std::snprintf(dir, sizeof dir, "/tmp/ftcc-job-%016llx", static_cast<unsigned long long>(job_id_));
-  event_dir_ = dir;
-  ::mkdir(event_dir_.c_str(), 0700);
-
-  injector_ = FaultInjector(opt_.faults, my_original_rank_, event_dir_);
-  // Slots: original rank r < n - spares trains in slot r; the others are hot spares.
-  slots_.resize(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) slots_[static_cast<size_t>(r)] = r < n - opt_.spares ? r : kSpare;
-  if (opt_.spares > 0) {
-    pool_ = std::move(comm_);
-    pool_members_ = members_;
-    form_training_group();
-  } else {
-    install_fault_hook();
-  }
-
+void ResilientGroup::start_services() {
   if (heartbeat_) {
     heartbeat_->set_on_suspect([this](const PeerAddress& p, double silent, bool fenced) {
       std::fprintf(stderr, "ftcc: rank %d (host %s, pid %d) silent for %.1f s at step %lld: %s\n", p.rank,
@@ -234,7 +234,9 @@ void ResilientGroup::bootstrap(MPI_Comm parent) {
                    fenced ? ("fenced (SIGKILL) by rank " + std::to_string(my_original_rank_)).c_str()
                           : "suspected (fenced by a rank on its host, or by the MPI runtime)");
     });
-    heartbeat_->start(peers_, secret, job_id_);
+    std::vector<PeerAddress> alive;  // a new process is handed the lost ones too
+    for (int r : pool_members()) alive.push_back(peers_.at(static_cast<size_t>(r)));
+    heartbeat_->start(alive, secret_, job_id_);
   }
   job_record::started(my_original_rank_);
   const double ulfm_s = ulfm_timeout_of(opt_.ulfm_timeout_s);
@@ -300,22 +302,6 @@ void ResilientGroup::begin_step(std::int64_t step) {
 
 const HeartbeatStats ResilientGroup::heartbeat_stats() const { return heartbeat_ ? heartbeat_->stats() : HeartbeatStats{}; }
 
-template <class F>
-auto ResilientGroup::guarded(const char* call, FaultPhase phase, F&& f) {
-  const std::uint32_t seq = ++ulfm_calls_;
-  if (deadline_) deadline_->arm(call, seq);
-  if (watchdog_) watchdog_->kick();
-  struct Disarm {
-    CallDeadline* d;
-    ~Disarm() {
-      if (d) d->disarm();
-    }
-  } disarm{deadline_.get()};
-  injector_.in_phase(phase, static_cast<int>(seq));  // a stall here is this rank's, under the deadline
-  if (heartbeat_) heartbeat_->set_progress(seq);      // entered: peers stop waiting for us
-  return f();
-}
-
 const RecoveryEvent& ResilientGroup::recover(std::int64_t step, const std::string& cause) {
   comm::require_ulfm("ResilientGroup::recover");
   const auto clock = RecoveryClock::start();  // before the entry agreement, which waits for the others
@@ -346,6 +332,11 @@ bool ResilientGroup::all_finished(bool last) {
 
 bool ResilientGroup::wait_as_spare() {
   FTCC_CHECK(pool_ && !comm_) << "wait_as_spare() on rank " << my_original_rank_ << ", which is not a hot spare";
+  if (join_) {  // a new process: the recovery that started it is waiting for it (recovery/respawn.cpp)
+    const std::unique_ptr<PendingJoin> join = std::move(join_);
+    recover_attempts(join->step, join->event.cause, RecoveryClock::start(), join.get());
+    if (comm_) return true;
+  }
   for (;;) {
     // Counted like the training ranks' agreement it matches, so the heartbeat shows this spare
     // as having entered it; no deadline: a spare may wait here for the whole run.
@@ -404,30 +395,41 @@ void ResilientGroup::enter_protocol() {
 }
 
 const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const std::string& cause,
-                                                      RecoveryClock clock) {
+                                                      RecoveryClock clock, PendingJoin* join) {
   RecoveryEvent ev;
+  if (join) ev = join->event;  // a new process takes the recovery up where the survivors handed it over
   ev.step = step;
   ev.cause = cause;
   // The training group's size as every process knows it (a spare has no group of its own).
-  ev.old_size = pool_ ? static_cast<int>(members_.size()) : size();
+  if (!join) ev.old_size = pool_ ? static_cast<int>(members_.size()) : size();
   ev.my_old_rank = rank();
   const std::vector<int> before = ulfm_members();
-  AgreedTable table(peers_.size());
+  AgreedTable table(max_originals());
+  bool resume = join != nullptr;  // the first attempt is past step 3 already
+  if (join) {
+    table = std::move(join->table);
+    clock.fault_ns = clock.first_notice_ns = join->fault_ns;
+    injector_.observe_step(step);  // so recovery-phase faults can name a new process
+  }
   // Each step makes the same ULFM calls on every survivor; a step that returns false did so
   // on all of them (its agreement says so), and all of them start the next attempt together.
-  for (int attempt = 1;; ++attempt) {
+  for (int attempt = std::max(1, ev.attempts);; ++attempt) {
     ev.attempts = attempt;
-    injector_.in_phase(FaultPhase::recovery, attempt);
-    if (!shrink_group(clock, ev)) continue;                   // 1. revoke + shrink
-    if (!agree_on_table(before, clock, table, ev)) continue;  // 2. allgather the table + agree
-    describe_new_group(before, table, clock, ev);             //    the event, as every survivor sees it
-    if (!comm_) {  // a spare: the step in flight is the one after the most advanced commit
-      ev.step = table.committed_max() + 1;
-      injector_.observe_step(ev.step);
+    if (!resume) {
+      injector_.in_phase(FaultPhase::recovery, attempt);
+      if (!shrink_group(clock, ev)) continue;                   // 1. revoke + shrink
+      if (!agree_on_table(before, clock, table, ev)) continue;  // 2. allgather the table + agree
+      describe_new_group(before, table, clock, ev);             //    the event, as every survivor sees it
+      if (!comm_) {  // a spare: the step in flight is the one after the most advanced commit
+        ev.step = table.committed_max() + 1;
+        injector_.observe_step(ev.step);
+      }
+      check_quorum(ev, table);                                  // 3. quorum lost: throws QuorumLost
+      if (auto e = table.job_error()) throw *e;                 //    a job-level error: throws JobError
     }
-    check_quorum(ev, table);                                  // 3. quorum lost: throws QuorumLost
-    if (auto e = table.job_error()) throw *e;                 //    a job-level error: throws JobError
-    if (pool_ && !heal(clock, ev)) continue;                        //    spares take lost slots + agree
+    const bool may_respawn = !resume;
+    resume = false;
+    if (pool_ && !heal(clock, ev, table, may_respawn)) continue;  // spares (and respawns) take lost slots + agree
     describe_training_group(table, ev);
     if (!run_hooks(step, attempt, clock, ev)) continue;       // 4. hooks + agree
     ev.total_ms = clock.total_ms();
@@ -499,7 +501,10 @@ bool ResilientGroup::agree_on_table(const std::vector<int>& before, RecoveryCloc
 
 void ResilientGroup::describe_new_group(const std::vector<int>& before, const AgreedTable& table,
                                         RecoveryClock& clock, RecoveryEvent& ev) {
-  ev.failed = lost_since(before);
+  // New processes started in an earlier attempt of this recovery count as members too.
+  std::vector<int> members_before = before;
+  members_before.insert(members_before.end(), ev.respawned.begin(), ev.respawned.end());
+  ev.failed = lost_since(members_before);
   ev.culprits.clear();
   for (int r : ev.failed) {
     const PeerAddress& p = peer(r);
@@ -522,6 +527,7 @@ void ResilientGroup::describe_training_group(const AgreedTable& table, RecoveryE
   ev.new_size = static_cast<int>(members_.size());
   ev.my_new_rank = rank();
   ev.spares_left = pool_ ? spares_left() : -1;
+  ev.respawns_left = opt_.respawns > 0 ? respawns_left_ : -1;
   // committed_min/max: the consistency point of the ranks that held state (a newcomer holds none:
   // its committed step, -1, is in ev.committed but not in them).
   ev.committed.assign(members_.size(), -1);
@@ -535,9 +541,15 @@ void ResilientGroup::describe_training_group(const AgreedTable& table, RecoveryE
   }
 }
 
-bool ResilientGroup::heal(RecoveryClock& clock, RecoveryEvent& ev) {
+bool ResilientGroup::heal(RecoveryClock& clock, RecoveryEvent& ev, const AgreedTable& table, bool may_respawn) {
   clock.start_phase();
-  const HealPlan plan = plan_heal(slots_, pool_members_);  // the same on every survivor
+  HealPlan plan = plan_heal(slots_, pool_members_);  // the same on every survivor
+  if (may_respawn && !plan.state_lost && !plan.dropped_slots.empty() && respawns_left_ > 0) {
+    // Places no spare was left for: start new processes for them (recovery/respawn.cpp).
+    if (respawn(std::min(static_cast<int>(plan.dropped_slots.size()), respawns_left_), clock, ev, table))
+      plan = plan_heal(slots_, pool_members_);
+    clock.start_phase();
+  }
   if (plan.state_lost) {
     std::string who;
     for (int r : ev.failed) who += (who.empty() ? "" : ", ") + std::to_string(r);

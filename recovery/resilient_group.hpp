@@ -76,6 +76,16 @@
 // that rolls the survivors forward streams them the state; RecoveryEvent::joined names them).
 // The spare leaves wait_as_spare() true once it holds a slot, or false when the training ranks
 // finished (run_job's last all_finished). With S = 0 there is no pool: comm() is used for all.
+// Respawn (GroupOptions::respawns = N, recovery/respawn.cpp): when lost slots are left with no
+// spare to fill them, the survivors start up to N new processes over the run (MPI_Comm_spawn of
+// this program with its own arguments, its FTCC_* and OMPI_MCA_* environment and its working
+// folder), merge them into the pool (MPI_Intercomm_merge) and hand them the group's identity, the
+// addresses of every process and the recovery in progress (its agreed table); the newcomers are
+// then spares of that recovery, which the heal plan places in the lost slots. A new process's
+// ResilientGroup constructor does its half (it finds a parent: MPI_Comm_get_parent) and its
+// wait_as_spare() finishes the recovery with the others. A spawn that fails (no room, a death
+// during it) costs the respawn and the recovery goes on by shrinking. Original ranks of new
+// processes follow the job's: W + S, W + S + 1, ...
 // Bad options (a hang timeout too short to work, a fault for a rank the job does not have) throw
 // ftcc::InvalidArgument at construction, naming the smallest value allowed.
 #pragma once
@@ -99,6 +109,9 @@
 #include "ftcc/recovery/recovery_event.hpp"
 
 namespace ftcc::recovery {
+namespace detail {
+struct WirePeer;  // recovery/group_internals.hpp
+}
 
 struct GroupOptions {
   // A rank silent for this long is fenced (0 = no heartbeat). Default 30 s; tests use ~2 s.
@@ -120,6 +133,8 @@ struct GroupOptions {
   bool verbose = true;
   // The last `spares` processes of the parent are hot spares (see the top of the file); 0 = none.
   int spares = 0;
+  // New processes the group may start over the run to fill lost places (see the top); 0 = none.
+  int respawns = 0;
   // Build the group even when ULFM is off (plain mpirun, or an MPI without it): fault-free runs
   // only, a lost rank ends the job. Off: construction refuses, saying how to get ULFM.
   bool allow_without_ulfm = false;
@@ -140,11 +155,16 @@ class ResilientGroup {
   int size() const { return comm_ ? comm_->size() : 0; }
   bool is_spare() const { return !comm_; }
   // The size the training group started with (the processes of the parent minus the spares).
-  int initial_size() const { return static_cast<int>(peers_.size()) - opt_.spares; }
+  int initial_size() const { return initial_training_; }
   // Every live process, spares included (the training group itself when there are no spares).
   comm::Communicator& pool() { return pool_ ? *pool_ : *comm_; }
   const std::vector<int>& pool_members() const { return pool_ ? pool_members_ : members_; }
   int spares_left() const;
+  int respawns_left() const { return respawns_left_; }
+  // Processes started by respawns that were lost since (their original ranks are past the job's).
+  int new_processes_lost() const;
+  // True in a process started by a respawn (MPI_Comm_get_parent found the job that started it).
+  bool respawned() const { return respawned_; }
   // Whether this process prints and records the job's outcome: the training group's rank 0, or
   // the pool's rank 0 when no process holding training state survives.
   bool reports() const;
@@ -239,20 +259,32 @@ class ResilientGroup {
   // that returns false did so on every survivor (its agreement says so): retry from step 1.
   struct RecoveryClock;  // one recovery's timing: detect, revoke, shrink, agree, resync, total
   class AgreedTable;     // step 2's table, one row per survivor
+  struct PendingJoin;    // a new process: the recovery it joins, as the survivors handed it over
   void revoke_quietly();   // the training group and the pool
   void revoke_training();  // the training group only (a spare's pending agreement stays valid)
   void enter_protocol();  // 0: revoke + entry agreement (flag 0)
-  const RecoveryEvent& recover_attempts(std::int64_t step, const std::string& cause, RecoveryClock clock);
+  const RecoveryEvent& recover_attempts(std::int64_t step, const std::string& cause, RecoveryClock clock,
+                                        PendingJoin* join = nullptr);
   bool shrink_group(RecoveryClock& clock, RecoveryEvent& ev);  // 1
   bool agree_on_table(const std::vector<int>& before, RecoveryClock& clock, AgreedTable& table,
                       RecoveryEvent& ev);  // 2
   void describe_new_group(const std::vector<int>& before, const AgreedTable& table, RecoveryClock& clock,
                           RecoveryEvent& ev);
   void check_quorum(const RecoveryEvent& ev, const AgreedTable& table);  // 3 (recovery/quorum_rule.hpp)
-  bool heal(RecoveryClock& clock, RecoveryEvent& ev);  // 3b: spares take lost slots
+  bool heal(RecoveryClock& clock, RecoveryEvent& ev, const AgreedTable& table, bool may_respawn);  // 3b: spares take lost slots
   void describe_training_group(const AgreedTable& table, RecoveryEvent& ev);  // survivors, committed steps
   void form_training_group();  // MPI_Comm_split of the pool by slots_ (collective on the pool)
   const std::vector<int>& ulfm_members() const { return pool_members(); }
+  // Respawn (recovery/respawn.cpp).
+  // Original ranks a job can ever have (processes at start + respawns): the agreed table's size.
+  std::size_t max_originals() const;
+  // Starts k processes, merges them into the pool and hands them the recovery in progress; false
+  // (pool unchanged, the respawns spent) when it failed on any survivor.
+  bool respawn(int k, RecoveryClock& clock, RecoveryEvent& ev, const AgreedTable& table);
+  void join_as_respawned(MPI_Comm parent_intercomm);  // the constructor's half in a new process
+  void start_services();  // starts the heartbeat, the deadlines and the records (bootstrap's end)
+  // Makes the heartbeat (when on), bound for one host or several; returns this process's record.
+  detail::WirePeer create_heartbeat(bool single_host);
   MPI_Comm ulfm_raw() { return pool().raw(); }
   bool run_hooks(std::int64_t step, int attempt, RecoveryClock& clock, RecoveryEvent& ev);  // 4
   const RecoveryEvent& publish(RecoveryEvent ev);  // events(), the summary line, the event log
@@ -266,6 +298,12 @@ class ResilientGroup {
   std::vector<int> slots_;                     // slot of each original rank (recovery/heal_plan.hpp)
   bool left_as_spare_ = false;                 // a spare that saw the job finish
   std::int64_t spare_waits_ = 0;               // waits begun as a spare (fault injection)
+  int respawns_left_ = 0;
+  std::size_t initial_pool_ = 0;  // processes at start (training ranks + spares)
+  int initial_training_ = 0;
+  bool respawned_ = false;
+  std::unique_ptr<PendingJoin> join_;          // set in a new process until wait_as_spare() joins
+  Secret secret_{};                            // the heartbeat's, handed to new processes
   std::int64_t transfer_bytes_ = 0;            // record_state_transfer() in this attempt's hooks
   double transfer_ms_ = 0;
   std::vector<PeerAddress> peers_;

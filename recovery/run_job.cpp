@@ -73,7 +73,7 @@ int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<vo
     if (g->reports()) {
       std::fprintf(stderr, "%s: %s\n", job.name.c_str(), e.line().c_str());
       std::fflush(stderr);
-      job_record::outcome(status, e.line(), g->initial_size(), g->size());
+      job_record::outcome(status, e.line(), g->initial_size(), g->size(), g->new_processes_lost());
     }
   } catch (const QuorumLost& e) {
     return leave(job, me, ExitStatus::quorum_lost, e.what());
@@ -84,7 +84,7 @@ int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<vo
   }
   if (status == ExitStatus::finished && g->rank() == 0)
     job_record::outcome(status, "finished on " + std::to_string(g->size()) + " of " + std::to_string(g->initial_size()) + " ranks",
-                        g->initial_size(), g->size());
+                        g->initial_size(), g->size(), g->new_processes_lost());
   g.reset();
   MPI_Finalize();
   return static_cast<int>(status);

@@ -106,6 +106,10 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
                  "takes its place, its rank and its data shard, with the state streamed from the survivors "
                  "(world size back to full); with none left the job shrinks")
       ->capture_default_str();
+  app.add_option("--respawn", c.respawns,
+                 "start up to N new processes over the run (MPI_Comm_spawn of this command) to fill places no "
+                 "hot spare was left for; 0: shrink instead")
+      ->capture_default_str();
 }
 
 // Without ULFM fault tolerance (plain mpirun, or an MPI without ULFM) a failed rank ends the job:
@@ -226,10 +230,13 @@ int main(int argc, char** argv) {
                                   "would fence healthy ranks; use at least 0.1, or 0 to turn it off");
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm spawner = MPI_COMM_NULL;  // a process started by a respawn runs the job's command line:
+    MPI_Comm_get_parent(&spawner);     // its own world is only the new processes
     for (const auto& f : ftcc::recovery::parse_fault_specs(cfg.inject))
-      if (f.rank >= world)
+      if (spawner == MPI_COMM_NULL && f.rank >= world + cfg.respawns)  // new processes follow the job's ranks
         throw ftcc::InvalidArgument("--inject '" + f.text + "' names rank " + std::to_string(f.rank) + ", but the job has " +
-                                    std::to_string(world) + " rank(s): it would never fire");
+                                    std::to_string(world + cfg.respawns) + " rank(s)" +
+                                    (cfg.respawns > 0 ? " counting the respawns" : "") + ": it would never fire");
   } catch (const ftcc::InvalidArgument& e) {
     error = e.what();
   }
@@ -251,6 +258,7 @@ int main(int argc, char** argv) {
   go.verbose = false;  // the trainer's log prints each recovery
   go.allow_without_ulfm = !ft_off.empty();  // --no-fault-tolerance, checked above
   go.spares = cfg.spares;
+  go.respawns = cfg.respawns;
   // Exit statuses (recovery/job_outcome.hpp): 0 finished, 2 configuration error, 3 quorum lost,
   // 4 job-level error (agreed by every survivor, one line), 1 a rank that left on a deadline.
   return ftcc::recovery::run_job(MPI_COMM_WORLD, go, [&](ftcc::recovery::ResilientGroup& group) {

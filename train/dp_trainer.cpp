@@ -89,7 +89,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
 
   // Ranks started with different configurations would train different models: refuse (the hot
   // spares too: one of them may train later).
-  const Digest cfg_hash = check_same_config(cfg, g.pool(), g.pool_members());
+  const Digest cfg_hash = g.respawned() ? config_digest(cfg) : check_same_config(cfg, g.pool(), g.pool_members());
   // A hot spare builds everything a training rank has (its data alone), registers the same
   // recovery hook, and waits; once it takes a lost rank's place the hook has streamed it the state.
   const bool spare = g.is_spare();

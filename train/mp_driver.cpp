@@ -94,7 +94,7 @@ class Driver {
     FTCC_REQUIRE(!cfg.deterministic) << "--parallel " << mode << ": --deterministic is not supported (use --parallel dp)";
     FTCC_REQUIRE(cfg.on_failure == OnFailure::keep_global_batch)
         << "--parallel " << mode << ": only --on-failure keep-global-batch";
-    return check_same_config(cfg, g.pool(), g.pool_members());
+    return g.respawned() ? config_digest(cfg) : check_same_config(cfg, g.pool(), g.pool_members());
   }
 
   bool done() const {

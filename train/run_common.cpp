@@ -101,9 +101,13 @@ std::vector<int> ranks_differing(fc::Communicator& c, const Digest& mine) {
   return bad;
 }
 
-Digest check_same_config(const TrainConfig& cfg, fc::Communicator& c, const std::vector<int>& members) {
+Digest config_digest(const TrainConfig& cfg) {
   const std::string canon = cfg.canonical();
-  const Digest h = sha256_of_bytes(std::as_bytes(std::span<const char>(canon.data(), canon.size())));
+  return sha256_of_bytes(std::as_bytes(std::span<const char>(canon.data(), canon.size())));
+}
+
+Digest check_same_config(const TrainConfig& cfg, fc::Communicator& c, const std::vector<int>& members) {
+  const Digest h = config_digest(cfg);
   if (auto bad = ranks_differing(c, h); !bad.empty())
     throw ftcc::InvalidArgument("ranks were started with different configurations: rank " +
                                 std::to_string(members[static_cast<size_t>(bad[0])]) + " differs from rank " +

@@ -104,6 +104,9 @@ std::vector<int> ranks_differing(comm::Communicator& c, const Digest& mine);
 // Throws ftcc::InvalidArgument (same text on every rank) when the ranks were started with
 // different configurations; returns the configuration's hash.
 Digest check_same_config(const TrainConfig& cfg, comm::Communicator& c, const std::vector<int>& members);
+// The configuration's hash alone (what check_same_config compares): for a process started by a
+// respawn, which runs the job's own command line and joins a recovery in progress.
+Digest config_digest(const TrainConfig& cfg);
 
 // The optimizer of --optimizer/--lr/--momentum/--weight-decay over `params` (a whole model or a
 // stage or shard of it: the state is per tensor, so the pieces together are the whole's).

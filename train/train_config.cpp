@@ -84,6 +84,7 @@ const std::vector<Field>& fields() {
       field("replicas", &TrainConfig::replicas, kSafe),            // in-memory copies only
       field("replicate-every", &TrainConfig::replicate_every, kSafe),
       field("spares", &TrainConfig::spares, kSafe),  // which processes train, not what they compute
+      field("respawn", &TrainConfig::respawns, kSafe),
   };
   return table;
 }
@@ -133,6 +134,7 @@ void TrainConfig::validate() const {
   FTCC_REQUIRE(micro_batches > 0) << "--micro-batches must be > 0";
   FTCC_REQUIRE(replicas >= 0 && replicate_every > 0) << "--replicas >= 0 and --replicate-every > 0";
   FTCC_REQUIRE(spares >= 0) << "--spares must be >= 0, got " << spares;
+  FTCC_REQUIRE(respawns >= 0 && respawns <= 1024) << "--respawn must be in [0, 1024], got " << respawns;
   if (!layers.empty()) {
     FTCC_REQUIRE(layers.size() >= 2) << "--layers needs at least two widths (input,output), got " << layers.size();
     for (auto w : layers) FTCC_REQUIRE(w > 0) << "--layers widths must be > 0, got " << w;
@@ -151,7 +153,7 @@ std::string TrainConfig::canonical() const {
      << " deterministic=" << deterministic << " on_failure=" << choice_name(on_failure) << " hang_timeout=" << hang_timeout_s
      << " checkpoint_every=" << checkpoint_every << " resume=" << resume << " init_weights=" << init_weights << " held_out=" << held_out
      << " bucket_mb=" << bucket_mb << " overlap=" << overlap << " micro_batches=" << micro_batches << " replicas=" << replicas
-     << " replicate_every=" << replicate_every << " spares=" << spares << " inject=";
+     << " replicate_every=" << replicate_every << " spares=" << spares << " respawn=" << respawns << " inject=";
   for (const auto& s : inject) os << s << ';';
   return os.str();
 }

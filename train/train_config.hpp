@@ -108,7 +108,8 @@ struct TrainConfig {
   int micro_batches = 4;                      // pipeline micro-batches (pp)
   int replicas = 1;                           // buddy replicas (pp/tp)
   int replicate_every = 1;
-  int spares = 0;                             // hot spares: the last N processes wait to replace a lost rank (dp)
+  int spares = 0;                             // hot spares: the last N processes wait to replace a lost rank
+  int respawns = 0;                           // new processes the job may start to fill lost places
 
   // Throws ftcc::InvalidArgument naming the flag and the accepted values.
   void validate() const;

@@ -12,6 +12,9 @@ each, mpirun starting its daemons there through tools/netns-hosts-agent instead 
              FTCC_DETECTOR_TIMEOUT=2 s) and finish with the fault-free parameters; h3's ranks stop
              with "quorum lost" (they are the minority); after the link heals mpirun exits 0;
   crash      h3 crashes (link cut, every process in it killed): the same, without the minority;
+  spare host h1 and h2 train (2 x 2 ranks) while h3 holds 2 hot spares (ftcc-train --spares 2);
+             h2 crashes mid-run: the spares on h3 take the places of h2's ranks, the world is back
+             to 4 with the fault-free parameters (docs/recovery.md, "Hot spares");
   quorum     a job on h1+h2 only (2 x 2 ranks; h3 idles), h2's link cut mid-run: two halves, neither
              a strict majority of the 4 ranks, so every rank stops with "quorum lost" while cut
              off, tools/ftcc-run exits 3 ("the job stopped: no group of survivors held a majority
@@ -240,6 +243,45 @@ def host_fault_case(name, action):
         print(f"--- {name}: output tail\n{j.tail(40)}")
 
 
+def spare_host_case():
+    """h1 and h2 train, h3 holds hot spares; h2 crashes: h3's spares take its ranks' places."""
+    name, victim = "spare host", "h2"
+    lost = list(range(per_host, 2 * per_host))           # h2's ranks
+    spares = list(range(ranks - per_host, ranks))         # h3's processes: the last ones are the spares
+    training = ranks - per_host
+    j = Job(["--epochs", str(EPOCHS), "--spares", str(per_host)])
+    if j.wait_for(r"^step \d+/", 120) is None:
+        check(False, f"{name}: training started ({j.tail()})")
+        j.finish(5)
+        return
+    t_fault = time.monotonic()
+    hosts("crash", victim)
+    rec = j.wait_for(r"^recovery: recovered", 60)
+    summary_line = j.wait_for(r"^FTCC_SUMMARY ", 180)
+    check(rec is not None and all(f"rank {r} on host {victim}" in rec[1] for r in lost)
+          and f"hot spares {', '.join(map(str, spares))} joined" in rec[1],
+          f"{name}: h2's ranks {lost} replaced by h3's spares {spares} ({(rec or ('', ''))[1][:220]})")
+    if rec:
+        bound = (per_host + 1) * DETECTOR_S + 6
+        check(rec[0] - t_fault <= bound, f"{name}: back to {training} ranks {rec[0] - t_fault:.1f} s after the crash "
+                                         f"(bound {bound:.0f} s: ULFM's detector, as in the crash case)")
+    hosts("heal", victim)
+    rc = j.finish(120)
+    kill_leftovers()
+    check(rc == 0, f"{name}: tools/ftcc-run exit status {rc}")
+    s = j.summary() if summary_line else None
+    check(s is not None, f"{name}: training finished")
+    if s:
+        joined = [r for e in s["recoveries"] for r in e.get("joined", [])]
+        check(s["world_size_initial"] == training and s["world_size_final"] == training and joined == spares,
+              f"{name}: world {s['world_size_initial']} -> {s['world_size_final']}, spares joined {joined}")
+        check(s["samples_seen"] == EPOCHS * DIGITS_TRAIN, f"{name}: samples_seen {s['samples_seen']}")
+        check(s["param_sha256"] == base["param_sha256"],
+              f"{name}: --deterministic parameters equal to the fault-free run ({s['param_sha256'][:12]})")
+    if failures:
+        print(f"--- {name}: output tail\n{j.tail(40)}")
+
+
 def snapshot(folder):
     """Every file under folder -> SHA-256 of its content."""
     out = {}
@@ -348,6 +390,8 @@ try:
 
     host_fault_case("partition", "partition")
     host_fault_case("crash", "crash")
+    if n_hosts >= 3:
+        spare_host_case()
     if n_hosts >= 2:
         quorum_lost_case()
 finally:

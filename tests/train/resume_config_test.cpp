@@ -76,6 +76,7 @@ TrainConfig non_default() {
   c.replicas = 2;
   c.replicate_every = 5;
   c.spares = 1;
+  c.respawns = 2;
   return c;
 }
 
@@ -145,7 +146,7 @@ TEST(ResumeConfig, Classification) {
                                          "device",         "inject",   "hang-timeout", "checkpoint-dir",
                                          "checkpoint-every", "resume", "init-weights", "log-json",     "metrics-port", "metrics-bind",
                                          "quiet",          "log-every", "bucket-mb",   "overlap",      "micro-batches", "replicas",
-                                         "replicate-every", "spares"};
+                                         "replicate-every", "spares", "respawn"};
   const auto d = by_field(config_differences(base, non_default()));
   ASSERT_EQ(d.size(), unsafe.size() + safe.size());
   for (const auto& f : unsafe) {

@@ -694,7 +694,7 @@ elif case in ("spares_heal", "spares_failures"):
     if case == "spares_heal":
         s, _ = healed("no fault, 1 spare", 4, 1, [], 3, [])
         check(s["recoveries"] == [], f"no fault, 1 spare: no recovery ({len(s['recoveries'])})")
-        s, _ = healed("kill rank 1, 1 spare", 4, 1, [kill(1, 15)], 3, [3], lines=["hot spare 3 joined (0 left"])
+        s, _ = healed("kill rank 1, 1 spare", 4, 1, [kill(1, 15)], 3, [3], lines=["hot spare 3 joined (0 spare(s) left"])
         ev = s["recoveries"][0]
         check(ev["survivors"] == [0, 3, 2] and ev["spares_left"] == 0 and ev["heal_ms"] > 0 and ev["old_size"] == 3
               and ev["committed_min"] == ev["committed_max"] == 14 and ev["transfer_bytes"] > 0,
@@ -705,7 +705,10 @@ elif case in ("spares_heal", "spares_failures"):
         # with no spare left a shrink.
         healed("kill 1, the spare in its place, then 0; 2 spares", 5, 2,
                [kill(1, 15), kill(3, 40, "allreduce"), kill(0, 70)], 2, [3, 4],
-               lines=["hot spare 3 joined (1 left", "hot spare 4 joined (0 left", "no hot spare left: shrunk"])
+               lines=["hot spare 3 joined (1 spare(s) left", "hot spare 4 joined (0 spare(s) left", "no hot spare or respawn left: shrunk"])
+        # 4 training ranks with 2 kills healed: the fault-free parameters (the 3-rank run's, as every
+        # rank count's under --deterministic).
+        healed("4 ranks, 2 spares, 2 kills healed", 6, 2, [kill(1, 15), kill(2, 40)], 4, [4, 5])
         s, _ = healed("kill rank 0 inside the allreduce, 1 spare", 4, 1, [kill(0, 20, "allreduce")], 3, [3])
         ev = s["recoveries"][0]  # published by the newcomer, now rank 0: the same facts as the others'
         check(ev["old_size"] == 3 and ev["new_size"] == 3 and ev["step"] in (20, 21) and ev["survivors"] == [3, 1, 2],
@@ -715,7 +718,7 @@ elif case in ("spares_heal", "spares_failures"):
         s, _ = healed("a spare dies while waiting", 4, 1, ["kill:rank=3:step=0:phase=spare"], 3, [])
         check([e["failed"] for e in s["recoveries"]] == [[3]], f"the lost spare is one recovery: {[e['failed'] for e in s['recoveries']]}")
         healed("a spare dies while waiting, then rank 1", 4, 1, ["kill:rank=3:step=0:phase=spare", kill(1, 30)], 2, [],
-               lines=["no hot spare left: shrunk"])
+               lines=["no hot spare or respawn left: shrunk"])
         # A survivor dies while the newcomer receives the state (inside the hooks): both spares join.
         s, _ = healed("rank 2 dies while spare 3 receives the state", 5, 2, [kill(1, 15), kill(2, 15, "hooks")], 3, [3, 4])
         check(s["recoveries"][0]["attempts"] >= 2, f"one recovery, retried: {s['recoveries'][0]['attempts']} attempts")
@@ -752,6 +755,51 @@ elif case == "mp_spares":
             else:
                 check(rel(s["final_loss"], ref["final_loss"]) < 0.02,
                       f"{tag}: final loss {s['final_loss']:.5f} within 2% of fault-free {ref['final_loss']:.5f}")
+
+elif case == "respawn":
+    # --respawn N: new processes (MPI_Comm_spawn of ftcc-train itself) fill places no spare was
+    # left for, inside the recovery; they get the state from the survivors like a spare.
+    det = [*DIGITS, "--deterministic", "--hang-timeout", "5"]
+    ref, _ = run(3, *det)
+
+    def respawned(what, n, extra, faults, world, joined, started, lines=()):
+        s, p = run(n, *det, *extra, *(a for f in faults for a in ("--inject", f)))
+        out = stderr_lines(p.stderr) + p.stdout.splitlines()
+        for needle in lines:
+            check(any(needle in l for l in out), f"{what}: a line says '{needle}'")
+        got_joined = [r for e in s["recoveries"] for r in e.get("joined", [])]
+        got_started = [r for e in s["recoveries"] for r in e.get("respawned", [])]
+        check(s["world_size_final"] == world and got_joined == joined and got_started == started,
+              f"{what}: world {s['world_size_final']} (expected {world}), joined {got_joined} (expected {joined}), "
+              f"new processes {got_started} (expected {started})")
+        check(s["param_sha256"] == ref["param_sha256"],
+              f"{what}: SHA-256 {s['param_sha256'][:12]} vs the fault-free 3-rank run's {ref['param_sha256'][:12]}")
+        samples_exact(s, 6 * DIGITS_TRAIN, what)
+        return s
+
+    s = respawned("kill rank 1, --respawn 1", 3, ["--respawn", "1"], [kill(1, 15)], 3, [3], [3],
+                  lines=["new process 3 (respawned in"])
+    ev = s["recoveries"][0]
+    check(ev["respawn_ms"] > 0 and ev["respawns_left"] == 0 and ev["survivors"] == [0, 3, 2],
+          f"the event: respawn {ev['respawn_ms']:.0f} ms, {ev['respawns_left']} left, survivors {ev['survivors']}")
+    respawned("kill rank 0 inside an allreduce: the new process is rank 0 and reports", 3, ["--respawn", "1"],
+              [kill(0, 20, "allreduce")], 3, [3], [3])
+    respawned("rank 1, then the new process in its place; --respawn 2", 3, ["--respawn", "2"],
+              [kill(1, 15), kill(3, 40)], 3, [3, 4], [3, 4])
+    respawned("a spare first, then a respawn, then a shrink", 4, ["--spares", "1", "--respawn", "1"],
+              [kill(1, 15), kill(2, 40), kill(0, 70)], 2, [3, 4], [4],
+              lines=["hot spare 3 joined", "new process 4 (respawned in", "no hot spare or respawn left: shrunk"])
+    # The new process dies while it receives the state: the recovery starts another one.
+    respawned("the new process dies in the hooks; --respawn 2", 3, ["--respawn", "2"],
+              [kill(1, 15), kill(3, 15, "hooks")], 3, [4], [3, 4])
+    for mode in ("pp", "tp"):
+        mref, _ = run(4, *MP[mode]["args"])
+        s, _ = run(4, *MP[mode]["args"], "--respawn", "1", "--inject", kill(1, 25))
+        got = [r for e in s["recoveries"] for r in e.get("respawned", [])]
+        check(s["world_size_final"] == 4 and got == [4] and s["param_sha256"] == mref["param_sha256"],
+              f"{mode}, kill rank 1, --respawn 1: world {s['world_size_final']}, new processes {got}, SHA-256 "
+              f"{s['param_sha256'][:12]} vs fault-free {mref['param_sha256'][:12]}")
+        samples_exact(s, 6 * DIGITS_TRAIN, f"{mode} respawn")
 
 else:
     sys.exit(f"unknown case {case}")
