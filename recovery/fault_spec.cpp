@@ -117,8 +117,9 @@ FaultSpec parse_fault_spec(const std::string& spec) {
   if (!seen.count("step")) reject(spec, "step=S is required");
   if (f.kind == FaultKind::delay && !seen.count("ms")) reject(spec, "delay needs ms=M");
   if (f.kind == FaultKind::throw_error && f.phase != FaultPhase::step && f.phase != FaultPhase::hooks &&
-      f.phase != FaultPhase::allreduce && f.phase != FaultPhase::broadcast && f.phase != FaultPhase::allgather)
-    reject(spec, "throw fires at phase step, allreduce, broadcast, allgather or hooks (the protocol's own calls never throw)");
+      f.phase != FaultPhase::allreduce && f.phase != FaultPhase::broadcast && f.phase != FaultPhase::allgather &&
+      f.phase != FaultPhase::spare)
+    reject(spec, "throw fires at phase step, allreduce, broadcast, allgather, hooks or spare (the protocol's own calls never throw)");
   if (f.kind != FaultKind::delay && seen.count("ms")) reject(spec, "ms=M only applies to delay");
   return f;
 }

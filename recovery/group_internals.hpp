@@ -117,18 +117,22 @@ struct ResilientGroup::RecoveryClock {
 };
 
 // Step 2's table, one row of int64 per new rank: [0] original rank, [1] committed step,
-// [2] notice time (wall ns), [3] job-error status (0 = none), [4] the error's step, then the
-// bitmask of the deaths this rank confirmed (by original rank), then the error message.
+// [2] notice time (wall ns), [3] job-error status (0 = none), [4] the error's step, [5] flags
+// (kEnding: a training rank whose program is past its loop, its hooks cleared), then the bitmask
+// of the deaths this rank confirmed (by original rank), then the error message.
 class ResilientGroup::AgreedTable {
  public:
   explicit AgreedTable(size_t initial_size) : mask_words_((initial_size + 63) / 64) {}
 
+  static constexpr std::int64_t kEnding = 1;
   std::vector<std::int64_t> row_of(int original_rank, std::int64_t committed, std::int64_t notice_ns,
-                                   const PendingError* error, const std::vector<int>& confirmed) const {
+                                   const PendingError* error, const std::vector<int>& confirmed,
+                                   std::int64_t flags = 0) const {
     std::vector<std::int64_t> row(row_words(), 0);
     row[0] = original_rank;
     row[1] = committed;
     row[2] = notice_ns;
+    row[5] = flags;
     if (error) {
       row[3] = static_cast<std::int64_t>(error->status);
       row[4] = error->step;
@@ -146,6 +150,12 @@ class ResilientGroup::AgreedTable {
 
   int rows() const { return rows_; }
   std::int64_t committed(int i) const { return row(i)[1]; }
+  // Some training rank is past its loop (hooks cleared): no newcomer can be given state now.
+  bool ending() const {
+    for (int i = 0; i < rows_; ++i)
+      if (row(i)[5] & kEnding) return true;
+    return false;
+  }
   std::int64_t committed_max() const {
     std::int64_t m = -1;
     for (int i = 0; i < rows_; ++i) m = std::max(m, row(i)[1]);
@@ -184,7 +194,7 @@ class ResilientGroup::AgreedTable {
   }
 
  private:
-  static constexpr size_t kMaskAt = 5;
+  static constexpr size_t kMaskAt = 6;
   size_t msg_at() const { return kMaskAt + mask_words_; }
   size_t row_words() const { return msg_at() + kMessageBytes / 8; }
   const std::int64_t* row(int i) const { return cells_.data() + row_words() * static_cast<size_t>(i); }
@@ -201,6 +211,7 @@ struct ResilientGroup::PendingJoin {
   RecoveryEvent event;       // as far as the survivors had it
   std::int64_t step = -1;
   std::int64_t fault_ns = -1;  // the failure (or the first notice), wall clock
+  std::vector<int> before;     // the pool when the recovery began (its failed ranks: those missing now)
 };
 
 // Runs an uninterruptible call of the protocol under the ULFM-call deadline, counted for the

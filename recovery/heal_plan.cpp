@@ -7,7 +7,8 @@
 
 namespace ftcc::recovery {
 
-HealPlan plan_heal(const std::vector<int>& slots, const std::vector<int>& alive) {
+HealPlan plan_heal(const std::vector<int>& slots, const std::vector<int>& alive, const std::vector<int>& holders,
+                   bool fill) {
   HealPlan p;
   p.slots = slots;
   std::vector<bool> is_alive(slots.size(), false);
@@ -29,16 +30,22 @@ HealPlan plan_heal(const std::vector<int>& slots, const std::vector<int>& alive)
       holder_survives = true;
     }
   }
+  if (!holders.empty()) {
+    had_holder = true;
+    holder_survives = std::any_of(holders.begin(), holders.end(), [&](int r) {
+      return r >= 0 && static_cast<size_t>(r) < is_alive.size() && is_alive[static_cast<size_t>(r)];
+    });
+  }
   p.state_lost = had_holder && !holder_survives;
   std::sort(lost.begin(), lost.end());
   size_t i = 0;
-  for (; i < lost.size() && i < spares.size(); ++i) {
+  for (; fill && i < lost.size() && i < spares.size(); ++i) {
     p.slots[static_cast<size_t>(spares[i])] = lost[i];
     p.joined.push_back(spares[i]);
     p.filled_slots.push_back(lost[i]);
   }
   p.dropped_slots.assign(lost.begin() + static_cast<std::ptrdiff_t>(i), lost.end());
-  p.spares_left = static_cast<int>(spares.size() - std::min(spares.size(), lost.size()));
+  p.spares_left = static_cast<int>(spares.size() - i);
   return p;
 }
 

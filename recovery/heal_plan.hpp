@@ -9,7 +9,11 @@
 //  - a process not in `alive` is gone; a slot it held is lost;
 //  - lost slots are filled in increasing order by the alive spares in increasing original rank;
 //  - lost slots left over (no spare left) are dropped: the training group shrinks;
-//  - state_lost: no process that held a slot before survives (spares hold no training state).
+//  - state_lost: no process that held the training state survives (spares hold none; `holders`
+//    are the processes that held it when the recovery began: a spare given a slot in an attempt
+//    that then failed holds nothing yet). Empty `holders`: the slot holders of `slots`;
+//  - fill = false: no spare takes a place (the program is past its loop and has no hooks left to
+//    hand a newcomer the state): every lost slot is dropped.
 // Pure: no MPI, no clock; unit-tested in tests/recovery/heal_plan_test.cpp.
 #pragma once
 
@@ -29,7 +33,8 @@ struct HealPlan {
   bool state_lost = false;         // every slot holder was lost
 };
 
-HealPlan plan_heal(const std::vector<int>& slots, const std::vector<int>& alive);
+HealPlan plan_heal(const std::vector<int>& slots, const std::vector<int>& alive, const std::vector<int>& holders = {},
+                   bool fill = true);
 
 // Original ranks of the training group, in training-rank order (slot order).
 std::vector<int> training_members(const std::vector<int>& slots);

@@ -42,6 +42,38 @@ nlohmann::json RecoveryEvent::to_json() const {
   return j;
 }
 
+RecoveryEvent RecoveryEvent::from_json(const nlohmann::json& j) {
+  RecoveryEvent e;
+  auto get = [&](const char* key, auto& field) {
+    if (j.contains(key) && !j.at(key).is_null()) field = j.at(key).get<std::decay_t<decltype(field)>>();
+  };
+  get("step", e.step);
+  get("failed", e.failed);
+  get("survivors", e.survivors);
+  get("culprits", e.culprits);
+  get("old_size", e.old_size);
+  get("new_size", e.new_size);
+  get("committed_min", e.committed_min);
+  get("committed_max", e.committed_max);
+  get("cause", e.cause);
+  get("attempts", e.attempts);
+  get("detect_ms", e.detect_ms);
+  get("revoke_ms", e.revoke_ms);
+  get("shrink_ms", e.shrink_ms);
+  get("agree_ms", e.agree_ms);
+  get("transfer_bytes", e.transfer_bytes);
+  get("transfer_ms", e.transfer_ms);
+  get("respawned", e.respawned);
+  get("respawn_ms", e.respawn_ms);
+  get("respawns_left", e.respawns_left);
+  get("joined", e.joined);
+  get("spares_left", e.spares_left);
+  get("heal_ms", e.heal_ms);
+  get("resync_ms", e.resync_ms);
+  get("total_ms", e.total_ms);
+  return e;
+}
+
 std::string RecoveryEvent::summary() const {
   std::string who;
   for (size_t i = 0; i < culprits.size(); ++i) who += (i ? "; " : "") + culprits[i];

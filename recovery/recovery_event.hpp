@@ -34,6 +34,9 @@ struct RecoveryEvent {
   double detect_ms = -1, revoke_ms = 0, shrink_ms = 0, agree_ms = 0, heal_ms = 0, resync_ms = 0, total_ms = 0;
 
   nlohmann::json to_json() const;
+  // The inverse of to_json (the fields it writes; the rest keep their defaults): a process that
+  // joins a job (recovery/respawn.cpp) receives the job's recovery history this way.
+  static RecoveryEvent from_json(const nlohmann::json& j);
   // One line for humans: "recovered from failure of rank 2 (...) at step 40: 4 -> 3 ranks in 12.3 ms".
   std::string summary() const;
 };

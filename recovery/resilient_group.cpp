@@ -198,6 +198,7 @@ void ResilientGroup::bootstrap(MPI_Comm parent) {
     pool_ = std::move(comm_);
     pool_members_ = members_;
     form_training_group();
+    holders_ = members_;
   } else {
     install_fault_hook();
   }
@@ -261,11 +262,16 @@ comm::Communicator& ResilientGroup::comm() {
 }
 
 bool ResilientGroup::reports() const {
-  if (comm_) return comm_->rank() == 0;
-  if (!pool_ || pool_->rank() != 0) return false;
-  // No training group left (every slot holder lost): the pool's rank 0 speaks for the job.
-  return std::all_of(pool_members_.begin(), pool_members_.end(),
-                     [&](int r) { return slots_[static_cast<size_t>(r)] == kSpare; });
+  if (!pool_) return comm_ && comm_->rank() == 0;
+  // From the slots, not the training group: inside a recovery (a job-level error) the group may be
+  // the old one, whose rank 0 may be gone. The live process with the lowest slot speaks; with no
+  // slot holder alive, the pool's rank 0.
+  int best = -1, best_slot = std::numeric_limits<int>::max();
+  for (int r : pool_members_) {
+    const int s = slots_.at(static_cast<size_t>(r));
+    if (s >= 0 && s < best_slot) best = r, best_slot = s;
+  }
+  return best >= 0 ? best == my_original_rank_ : pool_->rank() == 0;
 }
 
 int ResilientGroup::spares_left() const {
@@ -403,7 +409,7 @@ const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const s
   // The training group's size as every process knows it (a spare has no group of its own).
   if (!join) ev.old_size = pool_ ? static_cast<int>(members_.size()) : size();
   ev.my_old_rank = rank();
-  const std::vector<int> before = ulfm_members();
+  const std::vector<int> before = join ? join->before : ulfm_members();
   AgreedTable table(max_originals());
   bool resume = join != nullptr;  // the first attempt is past step 3 already
   if (join) {
@@ -487,8 +493,9 @@ bool ResilientGroup::agree_on_table(const std::vector<int>& before, RecoveryCloc
       const PeerAddress& p = peer(r);
       if (p.host == my_host && Heartbeat::process_gone(p.pid, p.start_time)) confirmed.push_back(r);
     }
+    const std::int64_t flags = comm_ && hooks_.empty() ? AgreedTable::kEnding : 0;
     table.gather(pool(), table.row_of(my_original_rank_, committed_step_, clock.notice_wall_ns,
-                                      pending_error_ ? &*pending_error_ : nullptr, confirmed));
+                                      pending_error_ ? &*pending_error_ : nullptr, confirmed, flags));
   } catch (const comm::FaultDetected&) {
     have_table = false;
     revoke_quietly();
@@ -543,11 +550,14 @@ void ResilientGroup::describe_training_group(const AgreedTable& table, RecoveryE
 
 bool ResilientGroup::heal(RecoveryClock& clock, RecoveryEvent& ev, const AgreedTable& table, bool may_respawn) {
   clock.start_phase();
-  HealPlan plan = plan_heal(slots_, pool_members_);  // the same on every survivor
-  if (may_respawn && !plan.state_lost && !plan.dropped_slots.empty() && respawns_left_ > 0) {
+  // Past the end of the program's loop (a training rank without hooks) no newcomer can be given
+  // the state: lost places are dropped, the spares keep waiting for the job's last agreement.
+  const bool fill = !table.ending();
+  HealPlan plan = plan_heal(slots_, pool_members_, holders_, fill);  // the same on every survivor
+  if (fill && may_respawn && !plan.state_lost && !plan.dropped_slots.empty() && respawns_left_ > 0) {
     // Places no spare was left for: start new processes for them (recovery/respawn.cpp).
     if (respawn(std::min(static_cast<int>(plan.dropped_slots.size()), respawns_left_), clock, ev, table))
-      plan = plan_heal(slots_, pool_members_);
+      plan = plan_heal(slots_, pool_members_, holders_, fill);
     clock.start_phase();
   }
   if (plan.state_lost) {
@@ -614,6 +624,7 @@ bool ResilientGroup::run_hooks(std::int64_t step, int attempt, RecoveryClock& cl
 }
 
 const RecoveryEvent& ResilientGroup::publish(RecoveryEvent ev) {
+  if (pool_) holders_ = members_;  // the training group now holds the state (the hooks ran)
   events_.push_back(std::move(ev));
   const RecoveryEvent& e = events_.back();
   if (rank() == 0) {

@@ -297,6 +297,7 @@ class ResilientGroup {
   std::vector<int> pool_members_;              // original rank of each pool rank
   std::vector<int> slots_;                     // slot of each original rank (recovery/heal_plan.hpp)
   bool left_as_spare_ = false;                 // a spare that saw the job finish
+  std::vector<int> holders_;                   // processes holding the training state (after the last recovery)
   std::int64_t spare_waits_ = 0;               // waits begun as a spare (fault injection)
   int respawns_left_ = 0;
   std::size_t initial_pool_ = 0;  // processes at start (training ranks + spares)

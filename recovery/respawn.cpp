@@ -65,43 +65,38 @@ std::vector<std::string> own_command() {
   return argv;
 }
 
-// What the new processes inherit: the FTCC_* and OMPI_MCA_* variables (job folder, ULFM on,
-// terminal), newline-separated for Open MPI's PMIX_ENVAR spawn key.
+// What the new processes inherit, newline-separated for Open MPI's PMIX_ENVAR spawn key: the
+// FTCC_* variables (job folder, terminal), OMPI_MCA_* and PMIX_MCA_* (ULFM on) and the sanitizers'
+// options. (PMIx's datastore is the runtime's choice, not the new process's: under a sanitizer
+// the whole job runs with PMIX_MCA_gds=hash, tests/reliability/sanitizers.sh.)
 std::string inherited_environment() {
   std::string out;
   for (char** e = environ; *e; ++e) {
     const std::string v = *e;
-    if ((v.rfind("FTCC_", 0) == 0 || v.rfind("OMPI_MCA_", 0) == 0) && v.find('\n') == std::string::npos)
-      out += (out.empty() ? "" : "\n") + v;
+    if (v.find('\n') != std::string::npos) continue;
+    // Not FTCC_OOB_ADDR: it names this host's address, and a new process may run on another.
+    const bool ours = (v.rfind("FTCC_", 0) == 0 && v.rfind("FTCC_OOB_ADDR=", 0) != 0) || v.rfind("OMPI_MCA_", 0) == 0 ||
+                      v.rfind("PMIX_MCA_", 0) == 0 || v.rfind("ASAN_OPTIONS=", 0) == 0 ||
+                      v.rfind("UBSAN_OPTIONS=", 0) == 0 || v.rfind("TSAN_OPTIONS=", 0) == 0 ||
+                      v.rfind("LSAN_OPTIONS=", 0) == 0;
+    if (ours) out += (out.empty() ? "" : "\n") + v;
   }
   return out;
 }
 
-// Text of the recovery event so far, for a new process that may publish it.
-std::string event_so_far(const RecoveryEvent& ev) {
-  nlohmann::json j{{"step", ev.step},           {"failed", ev.failed},     {"culprits", ev.culprits},
-                   {"old_size", ev.old_size},   {"cause", ev.cause},       {"attempts", ev.attempts},
-                   {"detect_ms", ev.detect_ms}, {"revoke_ms", ev.revoke_ms}, {"shrink_ms", ev.shrink_ms},
-                   {"agree_ms", ev.agree_ms}};
+// What a new process needs of the job's story, as text: the recovery so far (with the spares and
+// processes already placed in earlier attempts), the events before it, and who holds the state.
+std::string story(const RecoveryEvent& ev, const std::vector<RecoveryEvent>& history, const std::vector<int>& holders) {
+  nlohmann::json j;
+  j["event"] = ev.to_json();
+  j["event"]["joined"] = ev.joined;  // to_json writes these only once the recovery knows its end
+  j["event"]["respawned"] = ev.respawned;
+  j["history"] = nlohmann::json::array();
+  for (const auto& e : history) j["history"].push_back(e.to_json());
+  j["holders"] = holders;
   std::string s = j.dump();
   s.resize((s.size() + 7) / 8 * 8, ' ');
   return s;
-}
-
-RecoveryEvent event_from(const std::string& text) {
-  const auto j = nlohmann::json::parse(text);
-  RecoveryEvent ev;
-  ev.step = j.at("step");
-  ev.failed = j.at("failed").get<std::vector<int>>();
-  ev.culprits = j.at("culprits").get<std::vector<std::string>>();
-  ev.old_size = j.at("old_size");
-  ev.cause = j.at("cause");
-  ev.attempts = j.at("attempts");
-  ev.detect_ms = j.at("detect_ms");
-  ev.revoke_ms = j.at("revoke_ms");
-  ev.shrink_ms = j.at("shrink_ms");
-  ev.agree_ms = j.at("agree_ms");
-  return ev;
 }
 
 std::vector<std::int64_t> as_words(const std::vector<int>& v) { return {v.begin(), v.end()}; }
@@ -159,7 +154,7 @@ bool ResilientGroup::respawn(int k, RecoveryClock& clock, RecoveryEvent& ev, con
     // The hand-over (the top of the file), from the merged communicator's rank 0, a survivor.
     // Sizes that differ between survivors (the event's text: each has its own timings) are the
     // root's, from the header.
-    const std::string event = event_so_far(ev);
+    const std::string event = story(ev, events_, holders_);
     std::int64_t h[kHeaderWords] = {};
     h[kJobId] = static_cast<std::int64_t>(job_id_);
     h[kInitialTraining] = initial_training_;
@@ -197,6 +192,13 @@ bool ResilientGroup::respawn(int k, RecoveryClock& clock, RecoveryEvent& ev, con
   } catch (const std::exception& e) {  // no room for the new processes, a program that would not start, ...
     ok = false;
     why = e.what();
+  }
+  // Wake the processes still waiting in the hand-over (as agree_on_table does for its allgather).
+  if (!ok && m) {
+    try {
+      comm::revoke(m->raw());
+    } catch (const std::exception&) {
+    }
   }
   const auto a = guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(pool_->raw(), ok ? 1u : 0u); });
   const bool accepted = a.flag == 1 && !a.failure_noticed;
@@ -272,7 +274,10 @@ void ResilientGroup::join_as_respawned(MPI_Comm parent_intercomm) {
   join->table.assign(static_cast<int>(h[kTableRows]), std::move(cells));
   std::string text(static_cast<std::size_t>(h[kEventBytes]), ' ');
   comm::broadcast(*m, text.data(), text.size() / 8, comm::DType::i64, 0);
-  join->event = event_from(text);
+  const auto j = nlohmann::json::parse(text);
+  join->event = RecoveryEvent::from_json(j.at("event"));
+  for (const auto& e : j.at("history")) events_.push_back(RecoveryEvent::from_json(e));
+  holders_ = j.at("holders").get<std::vector<int>>();
   join->step = h[kStep];
   join->fault_ns = h[kFaultNs];
 
@@ -280,9 +285,14 @@ void ResilientGroup::join_as_respawned(MPI_Comm parent_intercomm) {
   for (const auto& w : wire) peers_.push_back(detail::peer_of(w));
   slots_.assign(slots.begin(), slots.end());
   pool_members_.assign(members.begin(), members.end());
-  bool single_host = true;
-  for (const auto& p : peers_) single_host = single_host && p.host == peers_.front().host;
-  const WirePeer mine_wire = create_heartbeat(single_host && !peers_.empty());
+  // The recovery's membership before its first shrink: the survivors then, and those lost since.
+  join->before = pool_members_;
+  join->before.insert(join->before.end(), join->event.failed.begin(), join->event.failed.end());
+  char host[64] = {0};
+  gethostname(host, sizeof host - 1);
+  bool single_host = true;  // as bootstrap decides it: every process on this process's host
+  for (const auto& p : peers_) single_host = single_host && p.host == host;
+  const WirePeer mine_wire = create_heartbeat(single_host);
   std::vector<WirePeer> records(static_cast<std::size_t>(m->size()));
   comm::allgather(*m, &mine_wire, records.data(), kWireWords, comm::DType::i64);
   for (int i = old_pool; i < m->size(); ++i) {

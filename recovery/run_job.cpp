@@ -60,12 +60,17 @@ int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<vo
       g->clear_recovery_hooks();
       g->recover(g->committed_step(), e.what());
       g->fail_job(ExitStatus::job_error, std::string("a rank was lost where the program does not recover: ") + e.what());
-    } catch (const ftcc::InvalidArgument& e) {
-      g->clear_recovery_hooks();
-      g->fail_job(ExitStatus::config_error, e.what());
     } catch (const std::exception& e) {
+      // A hot spare (or a new process from a respawn) that could not get ready holds no state and
+      // trains nothing: it leaves alone, like a lost process; the others remove it (or the
+      // recovery that started it goes on without it) instead of stopping the job for it.
+      if (g->is_spare()) {
+        job_record::left(std::string("hot spare could not get ready: ") + e.what());
+        return leave(job, me, ExitStatus::job_error, std::string("hot spare could not get ready: ") + e.what());
+      }
       g->clear_recovery_hooks();
-      g->fail_job(ExitStatus::job_error, e.what());
+      const bool config = dynamic_cast<const ftcc::InvalidArgument*>(&e) != nullptr;
+      g->fail_job(config ? ExitStatus::config_error : ExitStatus::job_error, e.what());
     }
   } catch (const JobError& e) {
     status = e.status();

@@ -82,9 +82,12 @@ void Philox::fill_standard_normal_fast(std::uint64_t first, std::span<float> out
   // Chunks of kBlocks blocks. Philox runs over the chunk's counters in structure-of-arrays form
   // (so the compiler vectorises its multiplies); then r = sqrt(-2 log u1) and theta = 2 pi u2
   // for the 2 * kBlocks pairs at once, and pair p gives the normals r cos theta, r sin theta.
+  // The transforms run over the used lanes rounded up to 16 (a whole number of packets at every
+  // ISA level, so no lane takes Eigen's scalar tail: a value never depends on where a call began).
   constexpr std::size_t kBlocks = 256;
   alignas(64) std::uint32_t w[4][kBlocks];
-  Eigen::ArrayXf u1(2 * kBlocks), u2(2 * kBlocks), r(2 * kBlocks), c(2 * kBlocks), s(2 * kBlocks);
+  Eigen::ArrayXf u1 = Eigen::ArrayXf::Ones(2 * kBlocks), u2 = Eigen::ArrayXf::Zero(2 * kBlocks);
+  Eigen::ArrayXf r(2 * kBlocks), t(2 * kBlocks), c(2 * kBlocks), s(2 * kBlocks);
   const std::uint64_t end = first + out.size();
   for (std::uint64_t b0 = first / 4; b0 * 4 < end; b0 += kBlocks) {
     const std::size_t nb = static_cast<std::size_t>(std::min<std::uint64_t>(kBlocks, (end + 3) / 4 - b0));
@@ -116,10 +119,11 @@ void Philox::fill_standard_normal_fast(std::uint64_t first, std::span<float> out
       u1[static_cast<Eigen::Index>(2 * i + 1)] = static_cast<float>((w[2][i] >> 8) + 1) * 0x1.0p-24f;
       u2[static_cast<Eigen::Index>(2 * i + 1)] = static_cast<float>(w[3][i] >> 8) * 0x1.0p-24f;
     }
-    r = (-2.0f * u1.log()).sqrt();
-    u2 *= 6.28318530717958647692f;
-    c = r * u2.cos();
-    s = r * u2.sin();
+    const Eigen::Index lanes = static_cast<Eigen::Index>((2 * nb + 15) / 16 * 16);
+    r.head(lanes) = (-2.0f * u1.head(lanes).log()).sqrt();
+    t.head(lanes) = 6.28318530717958647692f * u2.head(lanes);
+    c.head(lanes) = r.head(lanes) * t.head(lanes).cos();
+    s.head(lanes) = r.head(lanes) * t.head(lanes).sin();
     // Normal 4b + 2p' + h (p' pair within the block, h = 0 cos, 1 sin) for positions in [first, end).
     const std::uint64_t lo = std::max(first, b0 * 4), hi = std::min(end, (b0 + nb) * 4);
     for (std::uint64_t j = lo; j < hi; ++j) {

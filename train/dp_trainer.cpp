@@ -152,7 +152,8 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     };
     if (ev.committed_min != ev.committed_max || !ev.joined.empty()) {
       int root = 0;  // the first rank at the most advanced step that held the state before
-      while (ev.committed[static_cast<size_t>(root)] != ev.committed_max || joined(root)) ++root;
+      while (root < grp.size() && (ev.committed[static_cast<size_t>(root)] != ev.committed_max || joined(root))) ++root;
+      FTCC_CHECK(root < grp.size()) << "no survivor holds the training state of step " << ev.committed_max;
       const auto t0 = Clock::now();
       const std::int64_t bytes = broadcast_state(grp.comm(), root, *model, *opt, p);
       grp.record_state_transfer(bytes, seconds_since(t0) * 1e3);

@@ -52,6 +52,23 @@ TEST(HealPlan, SparesOnlyLeftMeansTheStateIsLost) {
   EXPECT_TRUE(p.state_lost);
 }
 
+TEST(HealPlan, ASpareGivenASlotInAFailedAttemptHoldsNoState) {
+  // Ranks 0 and 1 trained; rank 1 was lost and spare 2 given its slot in an attempt that failed;
+  // then rank 0 is lost too: the state went with it, whatever the slots say.
+  const HealPlan p = plan_heal({0, kGone, 1, kSpare}, {2, 3}, /*holders=*/{0, 1});
+  EXPECT_TRUE(p.state_lost);
+  const HealPlan q = plan_heal({0, kGone, 1, kSpare}, {0, 2, 3}, {0, 1});
+  EXPECT_FALSE(q.state_lost);
+}
+
+TEST(HealPlan, AtTheEndOfTheProgramNoSpareIsPlaced) {
+  const HealPlan p = plan_heal({0, 1, 2, kSpare}, {0, 2, 3}, {}, /*fill=*/false);
+  EXPECT_EQ(p.slots, (V{0, kGone, 2, kSpare}));
+  EXPECT_TRUE(p.joined.empty());
+  EXPECT_EQ(p.dropped_slots, V{1});
+  EXPECT_EQ(p.spares_left, 1);
+}
+
 TEST(HealPlan, NothingLostChangesNothing) {
   const HealPlan p = plan_heal({0, 1, 2, kSpare}, {0, 1, 2, 3});
   EXPECT_EQ(p.slots, (V{0, 1, 2, kSpare}));

@@ -24,6 +24,11 @@ jobs=${FTCC_JOBS:-1}
 # TSan that crashes in the runtime (SIGSEGV in __tsan::MutexPreReadLock from ucm_event_enter).
 # ftcc uses the ob1 PML, not UCX: switch the hooks off for every sanitizer run.
 export UCX_MEM_EVENTS=no UCX_MEM_MMAP_HOOK_MODE=none
+# PMIx's shared-memory datastore (gds/shmem2) maps its segment at a fixed address; in a process
+# the job spawns (ftcc-train --respawn) that address can lie in the sanitizer's shadow memory, and
+# MPI_Init fails there ("attempted to attach ... at a particular base address"). The hash
+# datastore has no fixed address.
+export PMIX_MCA_gds=hash
 common=(-Dcuda=disabled -Dbenchmarks=false -Dbuildtype=debugoptimized -Doptimization=1 -Db_lundef=false)
 case "$mode" in
   asan)
