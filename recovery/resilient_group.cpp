@@ -500,10 +500,9 @@ bool ResilientGroup::agree_on_table(const std::vector<int>& before, RecoveryCloc
     have_table = false;
     revoke_quietly();
   }
-  const auto a = guarded("MPIX_Comm_agree", FaultPhase::agree,
-                         [&] { return comm::agree_uniform(ulfm_raw(), have_table ? 1u : 0u); });
+  const bool all = agree_on(have_table);
   ev.agree_ms += clock.lap();
-  return a.flag == 1 && !a.failure_noticed;  // the same decision on every survivor
+  return all;
 }
 
 void ResilientGroup::describe_new_group(const std::vector<int>& before, const AgreedTable& table,
@@ -580,10 +579,9 @@ bool ResilientGroup::heal(RecoveryClock& clock, RecoveryEvent& ev, const AgreedT
     formed = false;
     revoke_quietly();
   }
-  const auto a = guarded("MPIX_Comm_agree", FaultPhase::agree,
-                         [&] { return comm::agree_uniform(ulfm_raw(), formed ? 1u : 0u); });
+  const bool all = agree_on(formed);
   ev.heal_ms += clock.lap();
-  return a.flag == 1 && !a.failure_noticed;
+  return all;
 }
 
 void ResilientGroup::check_quorum(const RecoveryEvent& ev, const AgreedTable& table) {
@@ -615,12 +613,17 @@ bool ResilientGroup::run_hooks(std::int64_t step, int attempt, RecoveryClock& cl
     hooks_ok = false;
   }
   if (!hooks_ok) revoke_quietly();
-  const auto b = guarded("MPIX_Comm_agree", FaultPhase::agree,
-                         [&] { return comm::agree_uniform(ulfm_raw(), hooks_ok ? 1u : 0u); });
+  const bool all = agree_on(hooks_ok);
   ev.resync_ms += clock.lap();
   ev.transfer_bytes = transfer_bytes_;
   ev.transfer_ms = transfer_ms_;
-  return b.flag == 1 && !b.failure_noticed;
+  return all;
+}
+
+bool ResilientGroup::agree_on(bool mine) {
+  const auto a = guarded("MPIX_Comm_agree", FaultPhase::agree,
+                         [&] { return comm::agree_uniform(ulfm_raw(), mine ? 1u : 0u); });
+  return a.flag == 1 && !a.failure_noticed;  // the same decision on every survivor
 }
 
 const RecoveryEvent& ResilientGroup::publish(RecoveryEvent ev) {

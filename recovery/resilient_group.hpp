@@ -287,6 +287,9 @@ class ResilientGroup {
   detail::WirePeer create_heartbeat(bool single_host);
   MPI_Comm ulfm_raw() { return pool().raw(); }
   bool run_hooks(std::int64_t step, int attempt, RecoveryClock& clock, RecoveryEvent& ev);  // 4
+  // One agreement on the pool: did every survivor succeed at the step just made? The same answer
+  // everywhere (a failure noticed during it counts as "no").
+  bool agree_on(bool mine);
   const RecoveryEvent& publish(RecoveryEvent ev);  // events(), the summary line, the event log
   std::vector<int> lost_since(const std::vector<int>& before) const;
 

@@ -200,8 +200,7 @@ bool ResilientGroup::respawn(int k, RecoveryClock& clock, RecoveryEvent& ev, con
     } catch (const std::exception&) {
     }
   }
-  const auto a = guarded("MPIX_Comm_agree", FaultPhase::agree, [&] { return comm::agree_uniform(pool_->raw(), ok ? 1u : 0u); });
-  const bool accepted = a.flag == 1 && !a.failure_noticed;
+  const bool accepted = agree_on(ok);  // on the pool before the merge: the survivors alone
   if (merged != MPI_COMM_NULL) MPI_Comm_free(&merged);  // merged, but the hand-over never started here
   ev.respawn_ms += clock.lap();
   if (m) {

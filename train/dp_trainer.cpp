@@ -43,12 +43,15 @@ using Progress = TrainProgress;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Progress (with the samples digest accumulated so far), parameters and optimizer state from root;
-// returns the bytes sent.
+// Progress (with the samples digest accumulated so far) as 5 words, as broadcast and hashed.
+std::array<std::int64_t, 5> progress_words(const Progress& p) {
+  return {p.cursor.epoch, p.cursor.step, p.step, p.samples_seen, std::bit_cast<std::int64_t>(p.samples_digest)};
+}
+
+// Progress, parameters and optimizer state from root; returns the bytes sent.
 std::int64_t broadcast_state(fc::Communicator& comm, int root, nn::Module& model, optim::Optimizer& opt, Progress& p) {
-  std::int64_t head[5] = {p.cursor.epoch, p.cursor.step, p.step, p.samples_seen,
-                          std::bit_cast<std::int64_t>(p.samples_digest)};
-  fc::broadcast(comm, head, 5, fc::DType::i64, root);
+  std::array<std::int64_t, 5> head = progress_words(p);
+  fc::broadcast(comm, head.data(), head.size(), fc::DType::i64, root);
   p = Progress{{head[0], head[1]}, head[2], head[3], std::bit_cast<std::uint64_t>(head[4])};
   std::int64_t sent = sizeof head;
   // CPU tensors: straight into their memory, one broadcast per tensor (no packing: a fresh buffer
@@ -161,11 +164,10 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     if (auto bad = ranks_differing(grp.comm(), sha256_of(params)); !bad.empty())
       throw ftcc::Error("parameters differ between survivors after recovery (rank " + std::to_string(bad[0]) + ")");
     if (!ev.joined.empty()) {
-      const std::int64_t head[5] = {p.cursor.epoch, p.cursor.step, p.step, p.samples_seen,
-                                    std::bit_cast<std::int64_t>(p.samples_digest)};
+      const std::array<std::int64_t, 5> head = progress_words(p);
       const Digest o = sha256_of(opt->state_dict());
       std::vector<std::byte> both(sizeof head + o.size());
-      std::memcpy(both.data(), head, sizeof head);
+      std::memcpy(both.data(), head.data(), sizeof head);
       std::memcpy(both.data() + sizeof head, o.data(), o.size());
       if (auto bad = ranks_differing(grp.comm(), sha256_of_bytes(both)); !bad.empty())
         throw ftcc::Error("optimizer state or progress differ after a hot spare joined (rank " + std::to_string(bad[0]) + ")");
