@@ -41,6 +41,10 @@ struct WirePeer {
   std::uint64_t start_time;
   std::int32_t rank;
   std::int32_t pad;
+  char host_id[96];
+  char mpi_nspace[256];
+  std::uint32_t mpi_rank;
+  std::int32_t pad2;
 };
 static_assert(sizeof(WirePeer) % 8 == 0);
 inline constexpr size_t kWireWords = sizeof(WirePeer) / 8;
@@ -56,6 +60,9 @@ inline PeerAddress peer_of(const WirePeer& w) {
   p.port = static_cast<std::uint16_t>(w.port);
   p.pid = w.pid;
   p.start_time = w.start_time;
+  p.host_id.assign(w.host_id, strnlen(w.host_id, sizeof w.host_id));
+  p.mpi_nspace.assign(w.mpi_nspace, strnlen(w.mpi_nspace, sizeof w.mpi_nspace));
+  p.mpi_rank = w.mpi_rank;
   return p;
 }
 
@@ -67,6 +74,9 @@ inline WirePeer wire_of(const PeerAddress& p) {
   w.pid = p.pid;
   w.start_time = p.start_time;
   w.rank = p.rank;
+  std::strncpy(w.host_id, p.host_id.c_str(), sizeof w.host_id - 1);
+  std::strncpy(w.mpi_nspace, p.mpi_nspace.c_str(), sizeof w.mpi_nspace - 1);
+  w.mpi_rank = p.mpi_rank;
   return w;
 }
 

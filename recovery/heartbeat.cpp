@@ -15,10 +15,12 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "ftcc/base/error.hpp"
+#include "ftcc/recovery/heartbeat_topology.hpp"
 
 namespace ftcc::recovery {
 namespace {
@@ -26,32 +28,29 @@ namespace {
 using boost::asio::ip::udp;
 using Clock = std::chrono::steady_clock;
 
-constexpr char kMagic[8] = {'F', 'T', 'C', 'C', 'H', 'B', '1', 0};
+constexpr char kMagic[8] = {'F', 'T', 'C', 'C', 'H', 'B', '2', 0};
 
-// Wire format, 64 bytes, little-endian host order (all ranks of a job share an ABI).
-struct Datagram {
+// Wire format, little-endian host order (all ranks of a job share an ABI): a header, `count`
+// suspected ranks (uint32), then the HMAC-SHA256 of everything before it.
+struct Header {
   char magic[8];
   std::uint64_t job_id;
   std::uint32_t rank;
   std::uint32_t progress;  // the sender's count of entered ULFM calls (Heartbeat::set_progress)
   std::uint64_t seq;
-  std::uint8_t mac[32];
+  std::uint32_t count;     // suspected ranks listed after the header
+  std::uint32_t reserved;
 };
-static_assert(sizeof(Datagram) == 64);
-constexpr size_t kSignedBytes = offsetof(Datagram, mac);
+static_assert(sizeof(Header) == 40);
+constexpr size_t kMacBytes = 32;
+constexpr std::uint32_t kMaxListed = 240;  // keeps a datagram under 1100 bytes
+constexpr size_t kMaxDatagram = sizeof(Header) + 4 * kMaxListed + kMacBytes;
 
-void sign(const Secret& key, Datagram& d) {
+std::array<std::uint8_t, kMacBytes> mac_of(const Secret& key, const std::uint8_t* data, size_t n) {
+  std::array<std::uint8_t, kMacBytes> mac{};
   unsigned len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(&d),
-       kSignedBytes, d.mac, &len);
-}
-
-bool verify(const Secret& key, const Datagram& d) {
-  std::uint8_t mac[32];
-  unsigned len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(&d),
-       kSignedBytes, mac, &len);
-  return len == 32 && CRYPTO_memcmp(mac, d.mac, 32) == 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), data, n, mac.data(), &len);
+  return mac;
 }
 
 std::string hostname() {
@@ -60,65 +59,246 @@ std::string hostname() {
   return buf;
 }
 
+std::string read_first_line(const char* path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+std::string link_of(const char* path) {
+  char buf[256] = {0};
+  const ssize_t n = readlink(path, buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
 }  // namespace
 
 struct Heartbeat::Impl {
-  struct Watched {
-    PeerAddress addr;
-    udp::endpoint endpoint;
-    Clock::time_point last_heard;
-    std::uint64_t last_seq = 0;
-    std::uint32_t progress = 0;
-    bool suspected = false;
-  };
-
   int my_rank;
   HeartbeatOptions opt;
   boost::asio::io_context io;
   udp::socket socket{io};
   boost::asio::steady_timer timer{io};
   std::thread thread;
-  std::mutex mu;  // guards peers, stats, callback
-  std::map<int, Watched> peers;
+  mutable std::mutex mu;  // guards everything below but the atomics, and the callbacks
+  std::map<int, PeerAddress> known;            // every rank ever told of, self included
+  std::map<int, udp::endpoint> endpoints;
+  std::set<int> suspected;                     // monotone
+  std::vector<int> suspect_order;              // suspected, in the order learned (newest last)
+  HeartbeatLinks links;
+  std::map<int, Clock::time_point> last_heard, watch_since;
+  std::map<int, std::uint64_t> last_seq;
+  std::map<int, std::uint32_t> progress_of;
+  std::map<int, Clock::time_point> replied_at;  // last reply to a suspected rank that spoke
+  Clock::time_point last_tick;
   Secret secret{};
   std::uint64_t job_id = 0;
   std::uint64_t seq = 0;
   std::atomic<std::uint32_t> progress{0};
   HeartbeatStats st;
   SuspectCallback on_suspect;
-  Datagram rx{};
+  ExcludedCallback on_excluded;
+  bool excluded = false;
+  std::array<std::uint8_t, 2048> rx{};
   udp::endpoint rx_from;
   std::string host = hostname();
+  std::string host_id;
   bool running = false;
 
-  Impl(int rank, const std::string& ip, HeartbeatOptions o) : my_rank(rank), opt(o) {
+  Impl(int rank, const std::string& ip, HeartbeatOptions o)
+      : my_rank(rank), opt(o), host_id(o.host_id.empty() ? Heartbeat::host_identity() : o.host_id) {
     const auto addr = boost::asio::ip::make_address(ip);
     socket.open(addr.is_v4() ? udp::v4() : udp::v6());
     socket.bind(udp::endpoint(addr, 0));
   }
 
-  void receive() {
-    socket.async_receive_from(boost::asio::buffer(&rx, sizeof rx), rx_from,
-                              [this](const boost::system::error_code& ec, size_t n) {
-                                if (ec == boost::asio::error::operation_aborted) return;
-                                if (!ec) accept(n);
-                                receive();
-                              });
+  // --- membership (mu held) ---
+
+  void relink(Clock::time_point now) {
+    std::vector<HeartbeatMember> live;
+    for (const auto& [r, p] : known)
+      if (!suspected.count(r)) live.push_back({r, p.host_id});
+    if (suspected.count(my_rank)) return;  // excluded: the owner stops the process
+    links = heartbeat_links(my_rank, live, opt.fanout);
+    // A rank or host newly watched gets one full timeout from now before it can be suspected.
+    auto start_watch = [&](int r) { watch_since.try_emplace(r, now); };
+    for (int r : links.watch_ranks) start_watch(r);
+    for (const auto& h : links.watch_hosts)
+      for (int r : h) start_watch(r);
   }
 
-  void accept(size_t n) {
-    std::lock_guard<std::mutex> lock(mu);
-    auto reject = [&] { ++st.rejected; };
-    if (n != sizeof(Datagram) || std::memcmp(rx.magic, kMagic, sizeof kMagic) != 0 || rx.job_id != job_id)
-      return reject();
-    if (!verify(secret, rx)) return reject();
-    auto it = peers.find(static_cast<int>(rx.rank));
-    if (it == peers.end() || rx.seq <= it->second.last_seq) return reject();  // stranger, removed, or replay
-    it->second.last_seq = rx.seq;
-    it->second.progress = rx.progress;
-    it->second.last_heard = Clock::now();
-    ++st.accepted;
+  Clock::time_point heard(int r) const {
+    Clock::time_point t{};
+    if (auto it = last_heard.find(r); it != last_heard.end()) t = it->second;
+    if (auto it = watch_since.find(r); it != watch_since.end()) t = std::max(t, it->second);
+    return t;
   }
+
+  // --- datagrams (mu held) ---
+
+  std::vector<std::uint8_t> datagram(int to) {
+    std::vector<std::uint32_t> listed;
+    if (suspected.count(to)) listed.push_back(static_cast<std::uint32_t>(to));  // a reply names its addressee
+    for (auto it = suspect_order.rbegin(); it != suspect_order.rend() && listed.size() < kMaxListed; ++it)
+      if (*it != to) listed.push_back(static_cast<std::uint32_t>(*it));
+    Header h{};
+    std::memcpy(h.magic, kMagic, sizeof kMagic);
+    h.job_id = job_id;
+    h.rank = static_cast<std::uint32_t>(my_rank);
+    h.progress = progress.load(std::memory_order_relaxed);
+    h.seq = ++seq;
+    h.count = static_cast<std::uint32_t>(listed.size());
+    std::vector<std::uint8_t> d(sizeof h + 4 * listed.size() + kMacBytes);
+    std::memcpy(d.data(), &h, sizeof h);
+    if (!listed.empty()) std::memcpy(d.data() + sizeof h, listed.data(), 4 * listed.size());
+    const auto mac = mac_of(secret, d.data(), d.size() - kMacBytes);
+    std::memcpy(d.data() + d.size() - kMacBytes, mac.data(), kMacBytes);
+    return d;
+  }
+
+  void send(int to) {
+    auto it = endpoints.find(to);
+    if (it == endpoints.end()) return;
+    const auto d = datagram(to);
+    boost::system::error_code ignored;
+    socket.send_to(boost::asio::buffer(d), it->second, 0, ignored);
+    ++st.sent;
+  }
+
+  void receive() {
+    socket.async_receive_from(boost::asio::buffer(rx), rx_from, [this](const boost::system::error_code& ec, size_t n) {
+      if (ec == boost::asio::error::operation_aborted) return;
+      if (!ec) accept(n);
+      receive();
+    });
+  }
+
+  struct News {
+    std::vector<Suspicion> suspicions;
+    int excluded_by = -1;
+  };
+
+  void accept(size_t n) {
+    News news;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!parse_and_learn(n, news)) ++st.rejected;
+    }
+    deliver(news);
+  }
+
+  bool parse_and_learn(size_t n, News& news) {
+    Header h{};
+    if (n < sizeof h + kMacBytes || n > kMaxDatagram) return false;
+    std::memcpy(&h, rx.data(), sizeof h);
+    if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.job_id != job_id || h.count > kMaxListed ||
+        n != sizeof h + 4 * size_t{h.count} + kMacBytes)
+      return false;
+    const auto mac = mac_of(secret, rx.data(), n - kMacBytes);
+    if (CRYPTO_memcmp(mac.data(), rx.data() + n - kMacBytes, kMacBytes) != 0) return false;
+    const int from = static_cast<int>(h.rank);
+    if (from == my_rank || !known.count(from)) return false;  // stranger
+    auto& last = last_seq[from];
+    if (h.seq <= last) return false;  // replay
+    last = h.seq;
+    ++st.accepted;
+    const auto now = Clock::now();
+    if (suspected.count(from)) {
+      // It speaks again after being suspected: tell it (at most once a period), ignore its news.
+      auto& at = replied_at[from];
+      if (now - at >= opt.period) {
+        at = now;
+        send(from);
+        ++st.excluded_replies;
+      }
+      return true;
+    }
+    last_heard[from] = now;
+    progress_of[from] = h.progress;
+    std::vector<int> listed(h.count);
+    for (std::uint32_t i = 0; i < h.count; ++i) {
+      std::uint32_t r = 0;
+      std::memcpy(&r, rx.data() + sizeof h + 4 * size_t{i}, 4);
+      listed[i] = static_cast<int>(r);
+    }
+    learn(listed, from, now, news);
+    return true;
+  }
+
+  // New suspects (own finding when reporter == my_rank): recorded, links recomputed, news sent on.
+  void learn(const std::vector<int>& ranks, int reporter, Clock::time_point now, News& news) {
+    std::vector<int> fresh;
+    for (int r : ranks) {
+      if (r == my_rank) {
+        if (!excluded && reporter != my_rank) {
+          excluded = true;
+          news.excluded_by = reporter;
+        }
+        continue;
+      }
+      if (!suspected.insert(r).second) continue;
+      suspect_order.push_back(r);
+      fresh.push_back(r);
+    }
+    if (fresh.empty()) return;
+    st.suspected += fresh.size();
+    if (reporter == my_rank) st.detected += fresh.size();
+    for (int r : fresh) {
+      Suspicion s;
+      if (auto it = known.find(r); it != known.end()) s.peer = it->second;
+      s.peer.rank = r;
+      s.silent_s = std::chrono::duration<double>(now - heard(r)).count();
+      s.reported_by = reporter;
+      news.suspicions.push_back(s);
+    }
+    const auto told = links.news_to;
+    relink(now);
+    std::set<int> to(told.begin(), told.end());
+    to.insert(links.news_to.begin(), links.news_to.end());
+    for (int r : to)
+      if (!suspected.count(r)) send(r);
+  }
+
+  // Fencing and callbacks, outside the lock.
+  void deliver(News& news) {
+    for (auto& s : news.suspicions) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        s.fenced_by_me = opt.fence && i_am_fencer(s.peer);
+      }
+      if (s.fenced_by_me) {
+        // Never kill a recycled pid: the start time must be the one recorded at start.
+        if (s.peer.pid > 0 && s.peer.start_time != 0 && Heartbeat::process_start_time(s.peer.pid) == s.peer.start_time) {
+          ::kill(s.peer.pid, SIGKILL);
+          std::lock_guard<std::mutex> lock(mu);
+          ++st.fenced;
+        } else {
+          s.fenced_by_me = false;
+        }
+      }
+    }
+    SuspectCallback cb;
+    ExcludedCallback ex;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      cb = on_suspect;
+      ex = on_excluded;
+    }
+    if (cb)
+      for (const auto& s : news.suspicions) cb(s);
+    if (news.excluded_by >= 0 && ex) ex(news.excluded_by);
+  }
+
+  // The lowest live rank on the suspect's host fences it (mu held).
+  bool i_am_fencer(const PeerAddress& suspect) const {
+    if (suspect.host_id.empty() || suspect.host_id != host_id) return false;
+    for (const auto& [r, p] : known)
+      if (r < my_rank && p.host_id == host_id && !suspected.count(r)) return false;
+    return true;
+  }
+
+  // --- the period ---
 
   void tick() {
     timer.expires_after(opt.period);
@@ -130,62 +310,30 @@ struct Heartbeat::Impl {
   }
 
   void beat_and_watch() {
-    std::vector<std::pair<PeerAddress, double>> suspects;
+    News news;
     {
       std::lock_guard<std::mutex> lock(mu);
-      Datagram d{};
-      std::memcpy(d.magic, kMagic, sizeof kMagic);
-      d.job_id = job_id;
-      d.rank = static_cast<std::uint32_t>(my_rank);
-      d.seq = ++seq;
-      d.progress = progress.load(std::memory_order_relaxed);
-      sign(secret, d);
       const auto now = Clock::now();
-      for (auto& [rank, w] : peers) {
-        boost::system::error_code ignored;
-        socket.send_to(boost::asio::buffer(&d, sizeof d), w.endpoint, 0, ignored);
-        ++st.sent;
-        const double silent = std::chrono::duration<double>(now - w.last_heard).count();
-        if (!w.suspected && now - w.last_heard > opt.timeout) {
-          w.suspected = true;
-          ++st.suspected;
-          suspects.emplace_back(w.addr, silent);
-        }
+      if (now - last_tick > opt.timeout / 2) {
+        // This thread did not run for a long time: the process was stopped or starved. Give every
+        // peer a full timeout again; if the others excluded this rank meanwhile, their replies say so.
+        ++st.stalls;
+        for (auto& [r, t] : watch_since) t = now;
       }
-    }
-    for (auto& [addr, silent] : suspects) handle_suspect(addr, silent);
-  }
-
-  // The lowest-ranked non-suspected rank on the suspect's host fences it.
-  bool i_am_fencer(const PeerAddress& suspect) {
-    if (suspect.host != host) return false;
-    for (auto& [rank, w] : peers)
-      if (rank < my_rank && w.addr.host == host && !w.suspected) return false;
-    return true;
-  }
-
-  void handle_suspect(const PeerAddress& addr, double silent) {
-    bool fenced = false;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      fenced = opt.fence && i_am_fencer(addr);
-    }
-    if (fenced) {
-      // Never kill a recycled pid: the start time must be the one recorded at start.
-      if (addr.pid > 0 && Heartbeat::process_start_time(addr.pid) == addr.start_time && addr.start_time != 0) {
-        ::kill(addr.pid, SIGKILL);
-        std::lock_guard<std::mutex> lock(mu);
-        ++st.fenced;
-      } else {
-        fenced = false;
+      last_tick = now;
+      if (!suspected.count(my_rank))
+        for (int r : links.send_to) send(r);
+      std::vector<int> silent;
+      for (int r : links.watch_ranks)
+        if (now - heard(r) > opt.timeout) silent.push_back(r);
+      for (const auto& h : links.watch_hosts) {
+        Clock::time_point latest{};
+        for (int r : h) latest = std::max(latest, heard(r));
+        if (now - latest > opt.timeout) silent.insert(silent.end(), h.begin(), h.end());
       }
+      if (!silent.empty()) learn(silent, my_rank, now, news);
     }
-    SuspectCallback cb;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      cb = on_suspect;
-    }
-    if (cb) cb(addr, silent, fenced);
+    deliver(news);
   }
 };
 
@@ -198,6 +346,7 @@ PeerAddress Heartbeat::local_address() const {
   PeerAddress a;
   a.rank = impl_->my_rank;
   a.host = impl_->host;
+  a.host_id = impl_->host_id;
   const auto ep = impl_->socket.local_endpoint();
   a.ip = ep.address().to_string();
   a.port = ep.port();
@@ -211,13 +360,16 @@ void Heartbeat::start(const std::vector<PeerAddress>& peers, const Secret& secre
   impl_->secret = secret;
   impl_->job_id = job_id;
   const auto now = Clock::now();
-  for (const auto& p : peers) {
-    if (p.rank == impl_->my_rank) continue;
-    Impl::Watched w;
-    w.addr = p;
-    w.endpoint = udp::endpoint(boost::asio::ip::make_address(p.ip), p.port);
-    w.last_heard = now;  // a peer gets one full timeout from start before it can be suspected
-    impl_->peers[p.rank] = w;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->known[impl_->my_rank] = local_address();
+    for (const auto& p : peers) {
+      if (p.rank == impl_->my_rank) continue;
+      impl_->known[p.rank] = p;
+      impl_->endpoints[p.rank] = udp::endpoint(boost::asio::ip::make_address(p.ip), p.port);
+    }
+    impl_->last_tick = now;
+    impl_->relink(now);  // a peer gets one full timeout from start before it can be suspected
   }
   impl_->running = true;
   impl_->receive();
@@ -240,16 +392,22 @@ void Heartbeat::stop() {
 void Heartbeat::add(const PeerAddress& p) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (p.rank == impl_->my_rank) return;
-  Impl::Watched w;
-  w.addr = p;
-  w.endpoint = udp::endpoint(boost::asio::ip::make_address(p.ip), p.port);
-  w.last_heard = Clock::now();  // one full timeout before it can be suspected, as at start
-  impl_->peers[p.rank] = w;
+  impl_->known[p.rank] = p;
+  impl_->endpoints[p.rank] = udp::endpoint(boost::asio::ip::make_address(p.ip), p.port);
+  impl_->watch_since[p.rank] = Clock::now();  // one full timeout before it can be suspected, as at start
+  impl_->relink(Clock::now());
 }
 
 void Heartbeat::remove(int rank) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->peers.erase(rank);
+  if (rank == impl_->my_rank || !impl_->suspected.insert(rank).second) return;
+  impl_->suspect_order.push_back(rank);
+  impl_->relink(Clock::now());
+}
+
+std::vector<int> Heartbeat::suspected() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return {impl_->suspected.begin(), impl_->suspected.end()};
 }
 
 void Heartbeat::set_progress(std::uint32_t entered_calls) {
@@ -258,8 +416,8 @@ void Heartbeat::set_progress(std::uint32_t entered_calls) {
 
 int Heartbeat::peer_behind(std::uint32_t entered_calls) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  for (const auto& [rank, w] : impl_->peers)
-    if (!w.suspected && w.last_seq > 0 && w.progress < entered_calls) return rank;
+  for (const auto& [rank, p] : impl_->progress_of)
+    if (!impl_->suspected.count(rank) && p < entered_calls) return rank;
   return -1;
 }
 
@@ -268,9 +426,25 @@ void Heartbeat::set_on_suspect(SuspectCallback cb) {
   impl_->on_suspect = std::move(cb);
 }
 
+void Heartbeat::set_on_excluded(ExcludedCallback cb) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->on_excluded = std::move(cb);
+}
+
 HeartbeatStats Heartbeat::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->st;
+}
+
+std::string Heartbeat::host_identity() {
+  // FNV-1a over what makes a kernel and a process view: the boot id, the pid and net namespaces.
+  const std::string basis = read_first_line("/proc/sys/kernel/random/boot_id") + "|" + link_of("/proc/self/ns/pid") +
+                            "|" + link_of("/proc/self/ns/net");
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : basis) h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hostname() + "/" + hex;
 }
 
 Secret Heartbeat::random_secret() {

@@ -1,22 +1,34 @@
 // recovery/heartbeat.hpp: out-of-band liveness of the job's ranks, independent of MPI progress.
 //
-// Why: ULFM only reports processes that *died*. A rank that is alive but stopped (SIGSTOP, a
-// stuck kernel) makes every collective and even MPIX_Comm_shrink/agree wait forever. Each rank
-// runs this on its own thread with its own UDP socket (Boost.Asio): every `period` it sends a
-// heartbeat to every peer, and it watches every peer. A peer silent for `timeout` is
-// *suspected*; the lowest-ranked non-suspected rank on the suspect's host *fences* it (SIGKILL
-// of the recorded pid, after checking the pid's start time so a recycled pid is never hit).
-// ULFM then reports the fenced rank as failed and the normal recovery runs.
+// Why: ULFM only reports processes that *died*, and across hosts only when its own detector has
+// walked its ring (one timeout per silent rank) or the runtime's daemons notice (they have no
+// heartbeat). A rank that is alive but stopped (SIGSTOP, a stuck kernel) makes every collective,
+// and even MPIX_Comm_shrink/agree, wait forever. Each rank runs this on its own thread with its own
+// UDP socket (Boost.Asio), so a long compute step never looks like a failure.
 //
-// Guarantees and limits:
-//  - A slow but alive rank keeps heartbeating (separate thread), so it is never fenced for
-//    slowness; a SIGSTOPped one stops heartbeating with the rest of the process.
-//  - Only ranks on the same host fence (kill() needs the same kernel). A suspect alone on its
-//    host is reported, not fenced; a host lost as a whole is found by the MPI runtime's daemons.
-//  - Authentication: every datagram carries an HMAC-SHA256 over (job id, rank, sequence) keyed
-//    by a per-job random secret shared through MPI at start; datagrams of the wrong size, magic,
-//    job, MAC, rank, or a non-increasing sequence (replay) are dropped and counted. The socket
-//    binds only to the address the job uses (127.0.0.1 when all ranks share one host).
+// Topology (recovery/heartbeat_topology.hpp): ranks beat to their host's two speakers, speakers
+// beat to their host's ranks and to the speakers of `fanout` hosts on either side of a ring of
+// hosts, which they watch as a whole. A silent rank of this host, or a silent host, is *suspected*
+// after `timeout`; the news goes at once to every rank (two hops) and rides on every later
+// heartbeat, so a lost host is known everywhere within the timeout plus one period.
+//
+// What a suspicion leads to (the owner's on_suspect callback decides the rest):
+//  - Fencing: the lowest live rank on the suspect's host SIGKILLs it (after checking the pid's
+//    start time, so a recycled pid is never hit). Same host = same host_identity(): hostname, boot
+//    id and pid/net namespaces, so containers sharing a hostname are told apart.
+//  - Exclusion: suspicion is final. A suspected rank that speaks again (it was stopped, or cut
+//    off and its network came back) gets a reply listing it; a rank that reads itself in the list
+//    of a sender it does not suspect itself calls on_excluded (the owner stops the process: self-
+//    fencing). Lists from senders this rank suspects are ignored, so a healed minority's stale
+//    suspicions never exclude the majority.
+//  - After a stall of this process (its heartbeat thread did not run for timeout/2: SIGSTOP, a
+//    paused VM), nobody is suspected for one timeout: the others get the time to say whether they
+//    excluded this rank.
+//
+// Authentication: every datagram carries an HMAC-SHA256 over its contents (job id, rank, sequence,
+// progress, suspects) keyed by a per-job random secret shared through MPI at start; datagrams of the
+// wrong size, magic, job, MAC, rank, or a non-increasing sequence (replay) are dropped and counted.
+// The socket binds only to the address the job uses (127.0.0.1 when all ranks share one host).
 #pragma once
 
 #include <array>
@@ -35,25 +47,44 @@ using Secret = std::array<std::uint8_t, 32>;
 // Where a rank can be reached and how it is identified for fencing.
 struct PeerAddress {
   int rank = -1;             // rank in the job's original numbering
-  std::string host;          // hostname
+  std::string host;          // hostname (for messages)
+  std::string host_id;       // Heartbeat::host_identity() of its host (for fencing and the quorum)
   std::string ip;            // address its heartbeat socket is bound to
   std::uint16_t port = 0;
   int pid = 0;
   std::uint64_t start_time = 0;  // /proc/<pid>/stat field 22 (clock ticks since boot)
+  std::string mpi_nspace;        // its name in the MPI runtime (recovery/mpi_failure_notice.hpp)
+  std::uint32_t mpi_rank = 0;
 };
 
 struct HeartbeatOptions {
   std::chrono::milliseconds period{250};
   std::chrono::milliseconds timeout{30000};
   bool fence = true;
+  int fanout = 2;  // hosts watched on either side of the ring (recovery/heartbeat_topology.hpp)
+  std::string host_id;  // empty: host_identity(); tests set it to simulate hosts in one process
 };
 
 struct HeartbeatStats {
-  std::uint64_t sent = 0, accepted = 0, rejected = 0, suspected = 0, fenced = 0;
+  std::uint64_t sent = 0, accepted = 0, rejected = 0;
+  std::uint64_t suspected = 0;  // ranks this rank learned to suspect (its own finding or news)
+  std::uint64_t detected = 0;   // of which this rank found silent itself
+  std::uint64_t fenced = 0;     // processes this rank SIGKILLed
+  std::uint64_t excluded_replies = 0;  // replies to suspected ranks that spoke again
+  std::uint64_t stalls = 0;     // times this process's heartbeat thread was found to have stalled
 };
 
-// A suspicion: which peer, how long it was silent, and whether this rank fenced it.
-using SuspectCallback = std::function<void(const PeerAddress& peer, double silent_s, bool fenced_by_me)>;
+// A suspicion: which peer, how long this rank had not heard it, whether this rank fenced it, and
+// who found it silent (this rank, or the rank whose news told it).
+struct Suspicion {
+  PeerAddress peer;
+  double silent_s = 0;
+  bool fenced_by_me = false;
+  int reported_by = -1;
+};
+using SuspectCallback = std::function<void(const Suspicion&)>;
+// This rank was excluded: `by` listed it as suspected (called once, on the heartbeat thread).
+using ExcludedCallback = std::function<void(int by)>;
 
 class Heartbeat {
  public:
@@ -68,11 +99,15 @@ class Heartbeat {
   // Starts the thread: heartbeats to and watches every peer but self.
   void start(const std::vector<PeerAddress>& peers, const Secret& secret, std::uint64_t job_id);
   void stop();
-  // Stop watching (and heartbeating to) a rank that is known to have failed.
+  // A rank known to have failed (or excluded by the recovery): suspected from now on, quietly
+  // (no on_suspect); its news spreads with the next heartbeats.
   void remove(int rank);
   // Start watching (and heartbeating to) a process that joined the job (recovery/respawn.cpp).
   void add(const PeerAddress& peer);
   void set_on_suspect(SuspectCallback cb);
+  void set_on_excluded(ExcludedCallback cb);
+  // Ranks suspected so far (monotone).
+  std::vector<int> suspected() const;
   // Progress carried by every heartbeat: the number of ULFM calls this rank has entered
   // (recovery/call_deadline.hpp). peer_behind(n) is a watched, unsuspected peer whose last
   // heartbeat reported fewer than n, or -1.
@@ -88,6 +123,9 @@ class Heartbeat {
   // there is no such pid, another process has it, or it is a zombie. False when alive (stopped
   // included) or when /proc cannot be read (that confirms nothing).
   static bool process_gone(int pid, std::uint64_t start_time);
+  // This host's identity: "hostname/<hash of boot id, pid and network namespaces>". Two ranks can
+  // fence each other (kill) only when it is equal.
+  static std::string host_identity();
 
  private:
   struct Impl;

@@ -1,6 +1,9 @@
 #include "ftcc/recovery/resilient_group.hpp"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,11 +25,18 @@
 #include "ftcc/comm/ulfm.hpp"
 #include "ftcc/recovery/group_internals.hpp"
 #include "ftcc/recovery/heal_plan.hpp"
+#include "ftcc/recovery/mpi_failure_notice.hpp"
 #include "ftcc/recovery/quorum_lost.hpp"
 #include "ftcc/recovery/quorum_rule.hpp"
 
 namespace ftcc::recovery {
 namespace {
+
+std::string fmt_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
 
 std::string my_hostname() {
   char buf[64] = {0};
@@ -34,11 +44,51 @@ std::string my_hostname() {
   return buf;
 }
 
-// Address for the heartbeat socket: loopback when the whole job is on this host, else
-// FTCC_OOB_ADDR, else the first non-loopback IPv4 address our hostname resolves to.
+// The first local IPv4 address matching `want`: an interface name (eth0) or a CIDR (10.0.0.0/8).
+std::optional<std::string> local_ipv4_matching(const std::string& want) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return std::nullopt;
+  std::optional<std::string> found;
+  const auto slash = want.find('/');
+  in_addr net{};
+  int bits = -1;
+  if (slash != std::string::npos && inet_pton(AF_INET, want.substr(0, slash).c_str(), &net) == 1)
+    bits = std::atoi(want.c_str() + slash + 1);
+  for (ifaddrs* a = list; a && !found; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    const in_addr ip = reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr;
+    bool match = want == a->ifa_name;
+    if (bits >= 0 && bits <= 32) {
+      const std::uint32_t mask = bits == 0 ? 0 : htonl(~std::uint32_t{0} << (32 - bits));
+      match = (ip.s_addr & mask) == (net.s_addr & mask);
+    }
+    char text[INET_ADDRSTRLEN];
+    if (match && inet_ntop(AF_INET, &ip, text, sizeof text) != nullptr) found = text;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+// Address for the heartbeat socket: loopback when the whole job is on this host; else the one the
+// user names (FTCC_OOB_ADDR, an address; FTCC_OOB_IF, an interface or CIDR); else the network MPI
+// was told to use (btl_tcp_if_include: interfaces or CIDRs); else the first non-loopback IPv4
+// address our hostname resolves to.
 std::string heartbeat_bind_address(bool single_host) {
   if (single_host) return "127.0.0.1";
   if (const char* env = std::getenv("FTCC_OOB_ADDR"); env && *env) return env;  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
+  if (const char* env = std::getenv("FTCC_OOB_IF"); env && *env) {  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
+    if (auto ip = local_ipv4_matching(env)) return *ip;
+    throw ftcc::InvalidArgument(std::string("ResilientGroup: FTCC_OOB_IF='") + env + "' matches no IPv4 address of host '" +
+                                my_hostname() + "'; name an interface (eth0) or a network (10.0.0.0/8) this host has");
+  }
+  if (const char* env = std::getenv("OMPI_MCA_btl_tcp_if_include"); env && *env) {  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
+    std::string list = env;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      if (auto ip = local_ipv4_matching(list.substr(at, comma - at))) return *ip;
+      at = comma + 1;
+    }
+  }
   addrinfo hints{};
   hints.ai_family = AF_INET;
   addrinfo* res = nullptr;
@@ -56,7 +106,7 @@ std::string heartbeat_bind_address(bool single_host) {
   }
   throw ftcc::InvalidArgument("ResilientGroup: the job spans several hosts but hostname '" + host +
                               "' resolves to no non-loopback IPv4 address for the heartbeat; set "
-                              "FTCC_OOB_ADDR to this host's address on the job's network");
+                              "FTCC_OOB_ADDR to this host's address on the job's network, or FTCC_OOB_IF to its interface");
 }
 
 // See "Exit guard" in the header. on_exit (not atexit) so the record can say the status.
@@ -171,13 +221,15 @@ void ResilientGroup::bootstrap(MPI_Comm parent) {
   job_id_ = static_cast<std::uint64_t>(words[0]);
   std::memcpy(secret_.data(), &words[1], secret_.size());
 
-  // Hostnames first: they decide which address the heartbeat binds to.
-  std::vector<char> hosts(64 * static_cast<size_t>(n), 0);
-  char my_host[64] = {0};
-  std::strncpy(my_host, my_hostname().c_str(), sizeof my_host - 1);
-  comm::allgather(*comm_, my_host, hosts.data(), 8, comm::DType::i64);
+  // Host identities first: they decide which address the heartbeat binds to. Identities, not
+  // hostnames: containers on several machines may share a hostname.
+  constexpr size_t kId = sizeof(WirePeer::host_id);
+  std::vector<char> hosts(kId * static_cast<size_t>(n), 0);
+  char my_host[kId] = {0};
+  std::strncpy(my_host, Heartbeat::host_identity().c_str(), sizeof my_host - 1);
+  comm::allgather(*comm_, my_host, hosts.data(), kId / 8, comm::DType::i64);
   bool single_host = true;
-  for (int r = 0; r < n; ++r) single_host = single_host && std::strncmp(&hosts[64 * static_cast<size_t>(r)], my_host, 64) == 0;
+  for (int r = 0; r < n; ++r) single_host = single_host && std::strncmp(&hosts[kId * static_cast<size_t>(r)], my_host, kId) == 0;
 
   const WirePeer mine = create_heartbeat(single_host);
   std::vector<WirePeer> all(static_cast<size_t>(n));
@@ -220,20 +272,44 @@ WirePeer ResilientGroup::create_heartbeat(bool single_host) {
     local = heartbeat_->local_address();
   } else {
     local.host = my_hostname();
+    local.host_id = Heartbeat::host_identity();
     local.pid = static_cast<int>(getpid());
     local.start_time = Heartbeat::process_start_time(local.pid);
   }
   local.rank = my_original_rank_;
+  if (auto name = my_mpi_process_name()) {
+    local.mpi_nspace = name->nspace;
+    local.mpi_rank = name->rank;
+  }
   return detail::wire_of(local);
 }
 
 void ResilientGroup::start_services() {
   if (heartbeat_) {
-    heartbeat_->set_on_suspect([this](const PeerAddress& p, double silent, bool fenced) {
-      std::fprintf(stderr, "ftcc: rank %d (host %s, pid %d) silent for %.1f s at step %lld: %s\n", p.rank,
-                   p.host.c_str(), p.pid, silent, static_cast<long long>(step_),
-                   fenced ? ("fenced (SIGKILL) by rank " + std::to_string(my_original_rank_)).c_str()
-                          : "suspected (fenced by a rank on its host, or by the MPI runtime)");
+    heartbeat_->set_on_suspect([this](const Suspicion& s) {
+      // Runs on the heartbeat thread: no MPI here but PMIx's queued event (thread-safe).
+      const PeerAddress& p = s.peer;
+      const PeerAddress& me = peer(my_original_rank_);
+      const bool told_mpi = !p.mpi_nspace.empty() && !me.mpi_nspace.empty() &&
+                            notify_process_failed({me.mpi_nspace, me.mpi_rank}, {p.mpi_nspace, p.mpi_rank});
+      std::string what = s.reported_by == my_original_rank_
+                             ? "silent for " + fmt_seconds(s.silent_s)
+                             : "reported silent by rank " + std::to_string(s.reported_by);
+      std::fprintf(stderr, "ftcc: rank %d (host %s, pid %d) %s at step %lld: %s%s\n", p.rank, p.host.c_str(), p.pid,
+                   what.c_str(), static_cast<long long>(step_),
+                   s.fenced_by_me ? ("fenced (SIGKILL) by rank " + std::to_string(my_original_rank_)).c_str()
+                                  : "suspected (fenced by a rank on its host, or excluded by the survivors)",
+                   told_mpi ? "; failed in MPI" : "");
+    });
+    heartbeat_->set_on_excluded([this](int by) {
+      // The others suspected this rank (it was stopped, hung or cut off) and went on without it:
+      // it must not take part in anything again. Self-fencing, as a rank on its host would do.
+      const std::string why = "excluded by the survivors (rank " + std::to_string(by) +
+                              " lists it as suspected): self-fenced (SIGKILL)";
+      std::fprintf(stderr, "ftcc: rank %d %s at step %lld\n", my_original_rank_, why.c_str(), static_cast<long long>(step_));
+      std::fflush(stderr);
+      job_record::left(why);
+      std::raise(SIGKILL);
     });
     std::vector<PeerAddress> alive;  // a new process is handed the lost ones too
     for (int r : pool_members()) alive.push_back(peers_.at(static_cast<size_t>(r)));
@@ -488,10 +564,10 @@ bool ResilientGroup::agree_on_table(const std::vector<int>& before, RecoveryCloc
   try {
     // The deaths this rank can confirm: lost ranks on its own host whose process is gone.
     std::vector<int> confirmed;
-    const std::string& my_host = peer(my_original_rank_).host;
+    const std::string& my_host = peer(my_original_rank_).host_id;
     for (int r : lost_since(before)) {
       const PeerAddress& p = peer(r);
-      if (p.host == my_host && Heartbeat::process_gone(p.pid, p.start_time)) confirmed.push_back(r);
+      if (p.host_id == my_host && Heartbeat::process_gone(p.pid, p.start_time)) confirmed.push_back(r);
     }
     const std::int64_t flags = comm_ && hooks_.empty() ? AgreedTable::kEnding : 0;
     table.gather(pool(), table.row_of(my_original_rank_, committed_step_, clock.notice_wall_ns,

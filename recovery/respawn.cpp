@@ -287,10 +287,9 @@ void ResilientGroup::join_as_respawned(MPI_Comm parent_intercomm) {
   // The recovery's membership before its first shrink: the survivors then, and those lost since.
   join->before = pool_members_;
   join->before.insert(join->before.end(), join->event.failed.begin(), join->event.failed.end());
-  char host[64] = {0};
-  gethostname(host, sizeof host - 1);
+  const std::string host = Heartbeat::host_identity();
   bool single_host = true;  // as bootstrap decides it: every process on this process's host
-  for (const auto& p : peers_) single_host = single_host && p.host == host;
+  for (const auto& p : peers_) single_host = single_host && p.host_id == host;
   const WirePeer mine_wire = create_heartbeat(single_host);
   std::vector<WirePeer> records(static_cast<std::size_t>(m->size()));
   comm::allgather(*m, &mine_wire, records.data(), kWireWords, comm::DType::i64);

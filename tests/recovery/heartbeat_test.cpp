@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -45,10 +46,10 @@ TEST(Heartbeat, PeersHearEachOtherAndSuspectASilentOne) {
   fr::Heartbeat a(0, "127.0.0.1", fast(false)), b(1, "127.0.0.1", fast(false)), c(2, "127.0.0.1", fast(false));
   const std::vector<fr::PeerAddress> peers = {a.local_address(), b.local_address(), c.local_address()};
   std::atomic<int> a_suspected_rank{-1};
-  a.set_on_suspect([&](const fr::PeerAddress& p, double silent, bool fenced) {
-    EXPECT_FALSE(fenced);
-    EXPECT_GE(silent, 0.4);
-    a_suspected_rank = p.rank;
+  a.set_on_suspect([&](const fr::Suspicion& s) {
+    EXPECT_FALSE(s.fenced_by_me);
+    if (s.reported_by == 0) EXPECT_GE(s.silent_s, 0.4);
+    a_suspected_rank = s.peer.rank;
   });
   a.start(peers, secret, 7);
   b.start(peers, secret, 7);
@@ -67,7 +68,9 @@ TEST(Heartbeat, PeersHearEachOtherAndSuspectASilentOne) {
 
 TEST(Heartbeat, StrangersForgeriesAndReplaysAreIgnored) {
   const auto secret = fr::Heartbeat::random_secret();
-  fr::Heartbeat a(0, "127.0.0.1", fast(false)), b(1, "127.0.0.1", fast(false));
+  auto patient = fast(false);
+  patient.timeout = 10s;  // the spy never beats: no suspicion (and no list in b's datagrams) meanwhile
+  fr::Heartbeat a(0, "127.0.0.1", patient), b(1, "127.0.0.1", patient);
   // A socket of ours poses as a third member (rank 2) of b's job so we can capture b's datagrams.
   boost::asio::io_context io;
   udp::socket spy(io, udp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
@@ -76,27 +79,30 @@ TEST(Heartbeat, StrangersForgeriesAndReplaysAreIgnored) {
   spy_addr.ip = "127.0.0.1";
   spy_addr.port = spy.local_endpoint().port();
   spy_addr.host = "nowhere";
+  spy_addr.host_id = "nowhere/0";
   a.start({a.local_address(), b.local_address()}, secret, 9);
   b.start({a.local_address(), b.local_address(), spy_addr}, secret, 9);
   ASSERT_TRUE(wait_until([&] { return a.stats().accepted >= 3; }, 2000ms));
 
-  char captured[64];
+  // A heartbeat with nobody suspected: a 40-byte header and a 32-byte MAC.
+  constexpr size_t kBeat = 72;
+  char captured[kBeat];
   udp::endpoint from;
-  ASSERT_EQ(spy.receive_from(boost::asio::buffer(captured), from), 64u);
+  ASSERT_EQ(spy.receive_from(boost::asio::buffer(captured), from), kBeat);
 
   const auto a_ep = udp::endpoint(boost::asio::ip::make_address("127.0.0.1"), a.local_address().port);
   const auto before = a.stats();
   // 1. garbage of the wrong size; 2. right size, zeros; 3. a forged datagram (valid layout,
   // MAC made with a wrong key); 4. a replay of b's real datagram (old sequence number).
   spy.send_to(boost::asio::buffer("hello", 5), a_ep);
-  char zeros[64] = {0};
+  char zeros[kBeat] = {0};
   spy.send_to(boost::asio::buffer(zeros), a_ep);
-  char forged[64];
-  std::memcpy(forged, captured, 64);
-  forged[63] ^= 0x5a;
+  char forged[kBeat];
+  std::memcpy(forged, captured, kBeat);
+  forged[kBeat - 1] ^= 0x5a;
   spy.send_to(boost::asio::buffer(forged), a_ep);
   std::this_thread::sleep_for(150ms);  // let b send newer beats first
-  spy.send_to(boost::asio::buffer(captured, 64), a_ep);
+  spy.send_to(boost::asio::buffer(captured, kBeat), a_ep);
   ASSERT_TRUE(wait_until([&] { return a.stats().rejected >= before.rejected + 4; }, 2000ms))
       << "rejected " << a.stats().rejected;
   std::this_thread::sleep_for(200ms);
@@ -124,6 +130,7 @@ TEST(Heartbeat, FencesAStoppedProcessOnThisHost) {
     parent.ip = "127.0.0.1";
     parent.port = parent_port;
     parent.host = mine.host;
+    parent.host_id = mine.host_id;
     me.start({parent, mine}, secret, 11);
     for (;;) pause();
   }
@@ -135,13 +142,14 @@ TEST(Heartbeat, FencesAStoppedProcessOnThisHost) {
   const auto my_port = parent.local_address().port;
   ASSERT_EQ(write(to_child[1], &my_port, sizeof my_port), (ssize_t)sizeof my_port);
   kid.host = parent.local_address().host;
+  kid.host_id = parent.local_address().host_id;
   kid.pid = child;
   kid.start_time = fr::Heartbeat::process_start_time(child);
   ASSERT_NE(kid.start_time, 0u);
   std::atomic<bool> fenced{false};
-  parent.set_on_suspect([&](const fr::PeerAddress& p, double, bool by_me) {
-    EXPECT_EQ(p.rank, 1);
-    fenced = by_me;
+  parent.set_on_suspect([&](const fr::Suspicion& s) {
+    EXPECT_EQ(s.peer.rank, 1);
+    fenced = s.fenced_by_me;
   });
   parent.start({parent.local_address(), kid}, secret, 11);
   ASSERT_TRUE(wait_until([&] { return parent.stats().accepted >= 3; }, 2000ms)) << "child never heartbeated";
@@ -157,6 +165,112 @@ TEST(Heartbeat, FencesAStoppedProcessOnThisHost) {
   EXPECT_EQ(WTERMSIG(status), SIGKILL);
 }
 
+// Simulated hosts in one process: each Heartbeat is told its host's identity.
+struct Cluster {
+  std::vector<std::unique_ptr<fr::Heartbeat>> beats;
+  std::vector<fr::PeerAddress> addrs;
+  Cluster(int hosts, int per_host, fr::HeartbeatOptions o) {
+    for (int h = 0; h < hosts; ++h)
+      for (int i = 0; i < per_host; ++i) {
+        o.host_id = "sim" + std::to_string(h) + "/0";
+        beats.push_back(std::make_unique<fr::Heartbeat>(h * per_host + i, "127.0.0.1", o));
+        addrs.push_back(beats.back()->local_address());
+      }
+  }
+  void start(std::uint64_t job) {
+    const auto secret = fr::Heartbeat::random_secret();
+    for (auto& b : beats) b->start(addrs, secret, job);
+  }
+};
+
+TEST(Heartbeat, ALostHostIsKnownToEveryRankWithinTheTimeoutAndAPeriod) {
+  Cluster c(6, 3, fast(false));
+  c.start(21);
+  ASSERT_TRUE(wait_until([&] { return c.beats[0]->stats().accepted >= 3 && c.beats[17]->stats().accepted >= 3; }, 2000ms));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r : {15, 16, 17}) c.beats[r]->stop();  // host 5 goes silent as a whole
+  for (int r = 0; r < 15; ++r)
+    ASSERT_TRUE(wait_until([&] { return c.beats[r]->suspected() == std::vector<int>{15, 16, 17}; }, 3000ms))
+        << "rank " << r << " suspects " << c.beats[r]->suspected().size() << " rank(s)";
+  const double all_know_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Timing is measured in tests/reliability/multihost.py; here only a bound loose enough for a loaded VM.
+  EXPECT_LT(all_know_s, 0.4 + 1.5);
+  std::uint64_t detected = 0;
+  for (int r = 0; r < 15; ++r) detected += c.beats[r]->stats().detected;
+  EXPECT_GE(detected, 3u) << "someone found the silent host itself";
+  // Only the speakers of the four neighbouring hosts watch host 5 (2 x 4 ranks x 3 ranks of it);
+  // the other seven ranks heard the news.
+  EXPECT_LE(detected, 24u);
+}
+
+TEST(Heartbeat, OneStoppedSpeakerDoesNotSinkItsHost) {
+  Cluster c(3, 2, fast(false));
+  c.start(22);
+  ASSERT_TRUE(wait_until([&] { return c.beats[0]->stats().accepted >= 3 && c.beats[5]->stats().accepted >= 3; }, 2000ms));
+  c.beats[4]->stop();  // a speaker of host 2; its host-mate 5 still beats for the host
+  for (int r : {0, 1, 2, 3, 5})
+    ASSERT_TRUE(wait_until([&] { return c.beats[r]->suspected() == std::vector<int>{4}; }, 3000ms)) << "rank " << r;
+  std::this_thread::sleep_for(800ms);  // two more timeouts: rank 5 stays unsuspected everywhere
+  for (int r : {0, 1, 2, 3, 5}) EXPECT_EQ(c.beats[r]->suspected(), std::vector<int>{4}) << "rank " << r;
+  EXPECT_GE(c.beats[5]->stats().detected, 1u) << "its host-mate found it";
+}
+
+// A process on another (simulated) host, SIGSTOPped: the others exclude it, and when it runs
+// again it reads itself in their replies and stops itself (here: exits 42).
+TEST(Heartbeat, AnExcludedRankLearnsItWhenItRunsAgain) {
+  const auto secret = fr::Heartbeat::random_secret();
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto o = fast(false);
+    o.host_id = "far/0";
+    fr::Heartbeat me(2, "127.0.0.1", o);
+    auto mine = me.local_address();
+    std::uint16_t ports[2];
+    if (write(to_parent[1], &mine.port, sizeof mine.port) != sizeof mine.port) _exit(2);
+    if (read(to_child[0], ports, sizeof ports) != sizeof ports) _exit(3);
+    std::vector<fr::PeerAddress> all;
+    for (int r = 0; r < 2; ++r) {
+      fr::PeerAddress p;
+      p.rank = r;
+      p.ip = "127.0.0.1";
+      p.port = ports[r];
+      p.host_id = "near/0";
+      all.push_back(p);
+    }
+    all.push_back(mine);
+    me.set_on_excluded([](int) { _exit(42); });
+    me.start(all, secret, 23);
+    for (;;) pause();
+  }
+  auto o = fast(false);
+  o.host_id = "near/0";
+  fr::Heartbeat a(0, "127.0.0.1", o), b(1, "127.0.0.1", o);
+  fr::PeerAddress kid;
+  kid.rank = 2;
+  kid.ip = "127.0.0.1";
+  kid.host_id = "far/0";
+  ASSERT_EQ(read(to_parent[0], &kid.port, sizeof kid.port), (ssize_t)sizeof kid.port);
+  const std::uint16_t ports[2] = {a.local_address().port, b.local_address().port};
+  ASSERT_EQ(write(to_child[1], ports, sizeof ports), (ssize_t)sizeof ports);
+  const std::vector<fr::PeerAddress> all = {a.local_address(), b.local_address(), kid};
+  a.start(all, secret, 23);
+  b.start(all, secret, 23);
+  ASSERT_TRUE(wait_until([&] { return a.stats().accepted >= 6; }, 2000ms)) << "child never heartbeated";
+  kill(child, SIGSTOP);
+  ASSERT_TRUE(wait_until([&] { return a.suspected() == std::vector<int>{2} && b.suspected() == std::vector<int>{2}; }, 3000ms));
+  int status = 0;
+  EXPECT_EQ(waitpid(child, &status, WNOHANG), 0) << "still stopped, not dead";
+  kill(child, SIGCONT);
+  ASSERT_TRUE(wait_until([&] { return waitpid(child, &status, WNOHANG) == child; }, 3000ms)) << "never stopped itself";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 42) << "status " << status;
+  EXPECT_GE(a.stats().excluded_replies + b.stats().excluded_replies, 1u);
+  EXPECT_EQ(a.suspected(), std::vector<int>{2}) << "its own (stale) view excluded nobody";
+}
+
 TEST(Heartbeat, NeverFencesARecycledPid) {
   // A record whose start time does not match the live process must not be killed.
   const auto secret = fr::Heartbeat::random_secret();
@@ -166,12 +280,13 @@ TEST(Heartbeat, NeverFencesARecycledPid) {
   ghost.ip = "127.0.0.1";
   ghost.port = 9;  // discard port: nobody answers, so it is suspected
   ghost.host = parent.local_address().host;
+  ghost.host_id = parent.local_address().host_id;
   ghost.pid = getpid();  // would kill this test if the start-time guard were missing
   ghost.start_time = fr::Heartbeat::process_start_time(getpid()) + 12345;
   std::atomic<bool> suspected{false}, fenced{false};
-  parent.set_on_suspect([&](const fr::PeerAddress&, double, bool by_me) {
+  parent.set_on_suspect([&](const fr::Suspicion& s) {
     suspected = true;
-    fenced = by_me;
+    fenced = s.fenced_by_me;
   });
   parent.start({parent.local_address(), ghost}, secret, 12);
   ASSERT_TRUE(wait_until([&] { return suspected.load(); }, 3000ms));
