@@ -258,6 +258,13 @@ void ResilientGroup::bootstrap(MPI_Comm parent) {
 }
 
 WirePeer ResilientGroup::create_heartbeat(bool single_host) {
+  if (!single_host && opt_.hang_timeout.count() == 0 && my_original_rank_ == 0) {
+    const char* detector = std::getenv("OMPI_MCA_mpi_ft_detector");  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
+    if (detector == nullptr || (std::strcmp(detector, "true") != 0 && std::strcmp(detector, "1") != 0))
+      std::fprintf(stderr, "ftcc: warning: the job spans several hosts and the heartbeat is off (hang timeout 0): a host "
+                           "that crashes or drops off the network is noticed only when TCP gives up (minutes). Keep the "
+                           "heartbeat on (--hang-timeout), or run with FTCC_DETECTOR_TIMEOUT=S (ULFM's detector)\n");
+  }
   if (opt_.hang_timeout.count() > 0) {
     HeartbeatOptions ho;
     ho.timeout = opt_.hang_timeout;
@@ -292,13 +299,16 @@ void ResilientGroup::start_services() {
       const PeerAddress& me = peer(my_original_rank_);
       const bool told_mpi = !p.mpi_nspace.empty() && !me.mpi_nspace.empty() &&
                             notify_process_failed({me.mpi_nspace, me.mpi_rank}, {p.mpi_nspace, p.mpi_rank});
+      // The rank that found it silent, and the one that fenced it, say so; the others heard the
+      // news and stay quiet (one line per suspect, not one per rank).
+      if (s.reported_by != my_original_rank_ && !s.fenced_by_me) return;
       std::string what = s.reported_by == my_original_rank_
                              ? "silent for " + fmt_seconds(s.silent_s)
                              : "reported silent by rank " + std::to_string(s.reported_by);
       std::fprintf(stderr, "ftcc: rank %d (host %s, pid %d) %s at step %lld: %s%s\n", p.rank, p.host.c_str(), p.pid,
                    what.c_str(), static_cast<long long>(step_),
                    s.fenced_by_me ? ("fenced (SIGKILL) by rank " + std::to_string(my_original_rank_)).c_str()
-                                  : "suspected (fenced by a rank on its host, or excluded by the survivors)",
+                                  : "suspected (a rank on its host fences it; if none can, the others go on without it)",
                    told_mpi ? "; failed in MPI" : "");
     });
     heartbeat_->set_on_excluded([this](int by) {
