@@ -16,6 +16,7 @@
 #include "ftcc/comm/mpi_check.hpp"
 #include "ftcc/comm/mpi_transport.hpp"
 #include "ftcc/comm/op_context.hpp"
+#include "ftcc/comm/ulfm.hpp"
 
 namespace ftcc::comm {
 namespace {
@@ -128,7 +129,19 @@ Communicator::~Communicator() {
   transport_.reset();  // abandons anything still outstanding before the communicator goes
   int finalized = 0;
   MPI_Finalized(&finalized);  // a Communicator that outlives MPI_Finalize must not touch MPI
-  if (owned_ && comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+  if (!owned_ || comm_ == MPI_COMM_NULL || finalized) return;
+  // A revoked communicator is not freed: its context id stays taken, so a message still in flight
+  // on it (from a process the survivors excluded while it was stopped, which runs again for a
+  // moment before it stops itself) can never be matched to a later communicator that would reuse
+  // the id. One handle per recovery. (Open MPI 5.0.x crashed in MPI_Finalize otherwise:
+  // tests/reliability/multihost.py, "hang host".)
+  bool revoked = false;
+  try {
+    revoked = has_ulfm() && is_revoked(comm_);
+  } catch (const std::exception&) {  // a destructor must not throw: free it as before
+  }
+  if (revoked) return;
+  MPI_Comm_free(&comm_);
 }
 
 detail::ProgressThread& Communicator::progress() {

@@ -2,7 +2,7 @@
 """Multi-host reliability test: ftcc-train on simulated hosts with a real network between them.
 
     multihost.py BUILD_DIR [--hosts 3] [--ranks-per-host 2] [--repeats N] [--netem-seconds S]
-                           [--cases netem,partition,...]
+                           [--cases netem,partition,...] [--chaos N [--seed S]]
 
 Three network namespaces h1..h3 joined by veth pairs on a bridge (tools/netns-hosts), two ranks
 each, mpirun starting its daemons there through tools/netns-hosts-agent instead of ssh. ftcc's
@@ -30,6 +30,9 @@ Cases:
              a strict majority of the 4 ranks, so every rank stops with "quorum lost" while cut
              off, tools/ftcc-run exits 3 ("the job stopped: no group of survivors held a majority
              (quorum lost)") and nothing is written to the checkpoint folder after the cut;
+  --chaos N  instead of the cases: N jobs, each with one fault drawn at random (partition, crash,
+             hang host, hang rank) on a random host, rank 0's included, at a random moment; each
+             is checked as its case is (tools/test --full runs 8);
   launcher   the host running mpirun is lost silently (its traffic to the hosts dropped, then mpirun
              SIGKILLed): no rank is lost, so training goes on to its last step on every host and
              writes its last checkpoint and a `finished` outcome record; nobody is left to report
@@ -41,7 +44,7 @@ case an earlier run was killed before it could clean up. The namespaces and the 
 fixed names, so two runs on one machine (two checkouts' suites at once) would tear down each
 other's hosts: a run waits for the machine-wide lock /run/lock/ftcc-multihost.lock first.
 """
-import fcntl, hashlib, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
+import fcntl, hashlib, json, os, random, re, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
 
 build = os.path.abspath(sys.argv[1])
 args = sys.argv[2:]
@@ -59,8 +62,10 @@ n_hosts = arg("--hosts", 3)
 per_host = arg("--ranks-per-host", 2)
 repeats = arg("--repeats", 1)
 netem_seconds = arg("--netem-seconds", 30.0)
+chaos = arg("--chaos", 0)
+seed = arg("--seed", 1)
 ALL_CASES = ["netem", "partition", "crash", "hang host", "hang rank", "spare host", "quorum", "launcher"]
-cases = [c.replace("-", " ") for c in arg("--cases", ",".join(ALL_CASES)).split(",")]
+cases = [c.replace("-", " ") for c in arg("--cases", ",".join(ALL_CASES) if not chaos else "none").split(",")]
 ranks = n_hosts * per_host
 TIMEOUT_S = 1.0                  # ftcc's heartbeat timeout (--hang-timeout); the period is an eighth
 PERIOD_S = TIMEOUT_S / 8
@@ -236,18 +241,21 @@ def stop_processes(host, sig, count=None):
     return pids[:count]
 
 
-def host_fault_case(name):
-    """A fault on the last host once training runs; the survivors must finish with the fault-free result.
-    partition: link cut; crash: link cut + every process killed; hang host: every rank SIGSTOPped
-    (SIGCONT once the others went on); hang rank: one rank SIGSTOPped (its host-mate fences it)."""
-    victim = f"h{n_hosts}"
-    lost_all = list(range(ranks - per_host, ranks))
+def host_fault_case(name, host=None, delay=0.0):
+    """A fault on one host (default the last) once training runs (plus `delay` seconds); the survivors
+    must finish with the fault-free result. partition: link cut; crash: link cut + every process
+    killed; hang host: every rank SIGSTOPped (SIGCONT once the others went on); hang rank: one rank
+    SIGSTOPped (its host-mate fences it)."""
+    host = host or n_hosts
+    victim = f"h{host}"
+    lost_all = list(range((host - 1) * per_host, host * per_host))
     j = Job(["--epochs", str(EPOCHS)])
     started = j.wait_for(r"^step \d+/", 120)
     if started is None:
         check(False, f"{name}: training started ({j.tail()})")
         j.finish(5)
         return
+    time.sleep(delay)
     stopped = []
     t_fault = time.monotonic()
     if name in ("partition", "crash"):
@@ -302,7 +310,9 @@ def host_fault_case(name):
     quorum = [line for line in out if "quorum lost" in line and "ftcc-run:" not in line]
     excluded = [line for line in out if "self-fenced" in line]
     if name == "partition":
-        check(len(quorum) == per_host, f"{name}: {victim}'s ranks stopped with 'quorum lost' ({len(quorum)} lines)")
+        # Its ranks stop on quorum lost, or (the news crossed before the cut) as excluded.
+        cut_off = quorum + [line for line in out if "self-fenced" in line]
+        check(len(cut_off) == per_host, f"{name}: {victim}'s ranks stopped with 'quorum lost' ({len(cut_off)} lines)")
     else:
         check(not quorum, f"{name}: no 'quorum lost'")
     if name == "hang host":
@@ -530,6 +540,16 @@ try:
             quorum_lost_case()
     if "launcher" in cases:
         launcher_lost_case()
+    if chaos:
+        # The multi-host chaos campaign: faults of every kind on any host (rank 0's included), at a
+        # random moment of the run; each job must finish with the fault-free parameters.
+        rng = random.Random(seed)
+        print(f"chaos: {chaos} job(s), seed {seed}", flush=True)
+        for i in range(chaos):
+            kind = rng.choice(["partition", "crash", "hang host", "hang rank"])
+            host, delay = rng.randint(1, n_hosts), round(rng.uniform(0, 1.5), 2)
+            print(f"chaos job {i + 1}/{chaos}: {kind} of h{host} {delay} s into the run", flush=True)
+            host_fault_case(kind, host, delay)
     for name, ts in timings.items():
         med = statistics.median(ts)
         print(f"timing {name}: median {med:.2f} s over {len(ts)} run(s) [{min(ts):.2f}, {max(ts):.2f}]", flush=True)
