@@ -1,6 +1,7 @@
 // Out-of-band heartbeat: peers hear each other, a silent peer is suspected, a SIGSTOPped real
 // process on this host is fenced (SIGKILLed), and strangers / forgeries / replays change nothing.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -269,6 +270,36 @@ TEST(Heartbeat, AnExcludedRankLearnsItWhenItRunsAgain) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 42) << "status " << status;
   EXPECT_GE(a.stats().excluded_replies + b.stats().excluded_replies, 1u);
   EXPECT_EQ(a.suspected(), std::vector<int>{2}) << "its own (stale) view excluded nobody";
+}
+
+TEST(Heartbeat, HostIdentityTellsNamespacesApart) {
+  const std::string mine = fr::Heartbeat::host_identity();
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  ASSERT_EQ(mine.rfind(std::string(host) + "/", 0), 0u) << mine;
+  EXPECT_EQ(fr::Heartbeat::host_identity(), mine) << "stable";
+  // A process in a network namespace of its own (a container on the same machine, or a simulated
+  // host) is another host, although it shares the host name, boot id and pid namespace.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (unshare(CLONE_NEWNET) != 0) _exit(77);
+    const std::string other = fr::Heartbeat::host_identity();
+    if (write(fds[1], other.data(), other.size()) != static_cast<ssize_t>(other.size())) _exit(2);
+    _exit(0);
+  }
+  close(fds[1]);
+  char buf[512] = {0};
+  const ssize_t n = read(fds[0], buf, sizeof buf - 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) GTEST_SKIP() << "unshare(CLONE_NEWNET) needs root";
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const std::string other(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  EXPECT_EQ(other.rfind(std::string(host) + "/", 0), 0u) << other;
+  EXPECT_NE(other, mine) << "another network namespace is another host";
 }
 
 TEST(Heartbeat, NeverFencesARecycledPid) {
