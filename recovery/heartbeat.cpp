@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <set>
@@ -40,11 +41,17 @@ struct Header {
   std::uint64_t seq;
   std::uint32_t count;     // suspected ranks listed after the header
   std::uint32_t reserved;
+  // The fewest entered ULFM calls the sender knows of, and whose: on its host (a speaker: from the
+  // host's ranks' own counts) and in the job (a speaker: its host and the other hosts' speakers'
+  // host minima; any other rank: its speakers' job minimum). From own counts only, so a stale
+  // minimum can never feed back into itself.
+  std::uint32_t host_min, host_min_rank, job_min, job_min_rank;
 };
-static_assert(sizeof(Header) == 40);
+static_assert(sizeof(Header) == 56);
 constexpr size_t kMacBytes = 32;
 constexpr std::uint32_t kMaxListed = 240;  // keeps a datagram under 1100 bytes
 constexpr size_t kMaxDatagram = sizeof(Header) + 4 * kMaxListed + kMacBytes;
+constexpr std::uint32_t kNobody = 0xffffffffu;
 
 std::array<std::uint8_t, kMacBytes> mac_of(const Secret& key, const std::uint8_t* data, size_t n) {
   std::array<std::uint8_t, kMacBytes> mac{};
@@ -89,7 +96,10 @@ struct Heartbeat::Impl {
   HeartbeatLinks links;
   std::map<int, Clock::time_point> last_heard, watch_since;
   std::map<int, std::uint64_t> last_seq;
-  std::map<int, std::uint32_t> progress_of;
+  struct Progress {
+    std::uint32_t own = 0, host_min = 0, host_min_rank = kNobody, job_min = 0, job_min_rank = kNobody;
+  };
+  std::map<int, Progress> progress_of;  // the last report of each sender
   std::map<int, Clock::time_point> replied_at;  // last reply to a suspected rank that spoke
   Clock::time_point last_tick;
   Secret secret{};
@@ -119,13 +129,49 @@ struct Heartbeat::Impl {
     std::vector<HeartbeatMember> live;
     for (const auto& [r, p] : known)
       if (!suspected.count(r)) live.push_back({r, p.host_id});
-    if (suspected.count(my_rank)) return;  // excluded: the owner stops the process
+    if (excluded) return;  // the owner stops the process
+    const HeartbeatLinks before = links;
     links = heartbeat_links(my_rank, live, opt.fanout);
-    // A rank or host newly watched gets one full timeout from now before it can be suspected.
-    auto start_watch = [&](int r) { watch_since.try_emplace(r, now); };
-    for (int r : links.watch_ranks) start_watch(r);
+    // A rank newly watched, and a host newly watched or whose live ranks changed (its speakers may
+    // be new), get one full timeout from now before they can be suspected.
+    auto has = [](const std::vector<int>& v, int r) { return std::find(v.begin(), v.end(), r) != v.end(); };
+    for (int r : links.watch_ranks)
+      if (!has(before.watch_ranks, r)) watch_since[r] = now;
     for (const auto& h : links.watch_hosts)
-      for (int r : h) start_watch(r);
+      if (std::find(before.watch_hosts.begin(), before.watch_hosts.end(), h) == before.watch_hosts.end())
+        for (int r : h) watch_since[r] = now;
+    // Forget the progress of ranks no longer heard: their last report only grows stale.
+    std::set<int> heard_from(links.watch_ranks.begin(), links.watch_ranks.end());
+    for (const auto& h : links.watch_hosts) heard_from.insert(h.begin(), h.end());
+    for (auto it = progress_of.begin(); it != progress_of.end();)
+      it = heard_from.count(it->first) ? std::next(it) : progress_of.erase(it);
+  }
+
+  // The minima this rank reports (mu held).
+  void minima(Header& h) const {
+    const std::uint32_t own = progress.load(std::memory_order_relaxed);
+    h.progress = own;
+    h.host_min = own, h.host_min_rank = static_cast<std::uint32_t>(my_rank);
+    auto lower = [](std::uint32_t& v, std::uint32_t& who, std::uint32_t cand, std::uint32_t cand_who) {
+      if (cand_who != kNobody && cand < v) v = cand, who = cand_who;
+    };
+    if (links.speaker) {
+      for (int r : links.watch_ranks)  // the host's ranks, by their own counts
+        if (auto it = progress_of.find(r); it != progress_of.end()) lower(h.host_min, h.host_min_rank, it->second.own, static_cast<std::uint32_t>(r));
+      h.job_min = h.host_min, h.job_min_rank = h.host_min_rank;
+      for (const auto& [r, p] : progress_of)  // other hosts' speakers: their host minima
+        if (!std::count(links.watch_ranks.begin(), links.watch_ranks.end(), r)) lower(h.job_min, h.job_min_rank, p.host_min, p.host_min_rank);
+    } else {
+      h.job_min = own, h.job_min_rank = h.host_min_rank;
+      for (const auto& [r, p] : progress_of) lower(h.job_min, h.job_min_rank, p.job_min, p.job_min_rank);  // my speakers
+    }
+  }
+
+  bool watches(int r) const {
+    if (std::find(links.watch_ranks.begin(), links.watch_ranks.end(), r) != links.watch_ranks.end()) return true;
+    for (const auto& h : links.watch_hosts)
+      if (std::find(h.begin(), h.end(), r) != h.end()) return true;
+    return false;
   }
 
   Clock::time_point heard(int r) const {
@@ -146,7 +192,7 @@ struct Heartbeat::Impl {
     std::memcpy(h.magic, kMagic, sizeof kMagic);
     h.job_id = job_id;
     h.rank = static_cast<std::uint32_t>(my_rank);
-    h.progress = progress.load(std::memory_order_relaxed);
+    minima(h);
     h.seq = ++seq;
     h.count = static_cast<std::uint32_t>(listed.size());
     std::vector<std::uint8_t> d(sizeof h + 4 * listed.size() + kMacBytes);
@@ -215,7 +261,7 @@ struct Heartbeat::Impl {
       return true;
     }
     last_heard[from] = now;
-    progress_of[from] = h.progress;
+    if (watches(from)) progress_of[from] = {h.progress, h.host_min, h.host_min_rank, h.job_min, h.job_min_rank};
     std::vector<int> listed(h.count);
     for (std::uint32_t i = 0; i < h.count; ++i) {
       std::uint32_t r = 0;
@@ -240,6 +286,12 @@ struct Heartbeat::Impl {
       if (!suspected.insert(r).second) continue;
       suspect_order.push_back(r);
       fresh.push_back(r);
+    }
+    if (news.excluded_by >= 0) {
+      // Excluded: pass the list on to this host's other ranks before the owner stops this process
+      // (they may be excluded too, and would otherwise wait a timeout each to find out).
+      for (const auto& [r, p] : known)
+        if (r != my_rank && p.host_id == host_id) send(r);
     }
     if (fresh.empty()) return;
     st.suspected += fresh.size();
@@ -285,9 +337,14 @@ struct Heartbeat::Impl {
       cb = on_suspect;
       ex = on_excluded;
     }
-    if (cb)
-      for (const auto& s : news.suspicions) cb(s);
-    if (news.excluded_by >= 0 && ex) ex(news.excluded_by);
+    // An exception must not escape into Asio's loop (it would end the process): report it.
+    try {
+      if (cb)
+        for (const auto& s : news.suspicions) cb(s);
+      if (news.excluded_by >= 0 && ex) ex(news.excluded_by);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ftcc: heartbeat: a callback threw: %s\n", e.what());
+    }
   }
 
   // The lowest live rank on the suspect's host fences it (mu held).
@@ -321,8 +378,8 @@ struct Heartbeat::Impl {
         for (auto& [r, t] : watch_since) t = now;
       }
       last_tick = now;
-      if (!suspected.count(my_rank))
-        for (int r : links.send_to) send(r);
+      if (excluded) return;  // the owner stops the process; say nothing more
+      for (int r : links.send_to) send(r);
       std::vector<int> silent;
       for (int r : links.watch_ranks)
         if (now - heard(r) > opt.timeout) silent.push_back(r);
@@ -340,7 +397,13 @@ struct Heartbeat::Impl {
 Heartbeat::Heartbeat(int my_rank, const std::string& bind_ip, HeartbeatOptions options)
     : impl_(std::make_unique<Impl>(my_rank, bind_ip, options)) {}
 
-Heartbeat::~Heartbeat() { stop(); }
+Heartbeat::~Heartbeat() {
+  try {
+    stop();
+  } catch (const std::exception& e) {  // a destructor must not throw
+    std::fprintf(stderr, "ftcc: heartbeat: stopping failed: %s\n", e.what());
+  }
+}
 
 PeerAddress Heartbeat::local_address() const {
   PeerAddress a;
@@ -416,8 +479,11 @@ void Heartbeat::set_progress(std::uint32_t entered_calls) {
 
 int Heartbeat::peer_behind(std::uint32_t entered_calls) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  for (const auto& [rank, p] : impl_->progress_of)
-    if (!impl_->suspected.count(rank) && p < entered_calls) return rank;
+  Header h{};
+  impl_->minima(h);
+  if (h.job_min < entered_calls && h.job_min_rank != kNobody && static_cast<int>(h.job_min_rank) != impl_->my_rank &&
+      !impl_->suspected.count(static_cast<int>(h.job_min_rank)))
+    return static_cast<int>(h.job_min_rank);
   return -1;
 }
 

@@ -16,11 +16,14 @@
 //  - Fencing: the lowest live rank on the suspect's host SIGKILLs it (after checking the pid's
 //    start time, so a recycled pid is never hit). Same host = same host_identity(): hostname, boot
 //    id and pid/net namespaces, so containers sharing a hostname are told apart.
-//  - Exclusion: suspicion is final. A suspected rank that speaks again (it was stopped, or cut
-//    off and its network came back) gets a reply listing it; a rank that reads itself in the list
-//    of a sender it does not suspect itself calls on_excluded (the owner stops the process: self-
-//    fencing). Lists from senders this rank suspects are ignored, so a healed minority's stale
-//    suspicions never exclude the majority.
+//  - Exclusion: suspicion is final. A suspected rank that speaks again (it was stopped) gets a
+//    reply listing it; a rank that reads itself in the list of a sender it does not suspect itself
+//    tells its host-mates and calls on_excluded (the owner stops the process: self-fencing). Lists
+//    from senders this rank suspects are ignored, so a healed minority's stale suspicions never
+//    exclude the majority; for the same reason a cut-off rank that suspected the others ignores
+//    their replies after the link heals: the quorum rule of the recovery stops it instead.
+//    Limit: a link lost between two hosts only (both still reach the others) makes each suspect
+//    the other, and the rest accept both suspicions: both hosts are excluded (safe, not minimal).
 //  - After a stall of this process (its heartbeat thread did not run for timeout/2: SIGSTOP, a
 //    paused VM), nobody is suspected for one timeout: the others get the time to say whether they
 //    excluded this rank.
@@ -109,8 +112,9 @@ class Heartbeat {
   // Ranks suspected so far (monotone).
   std::vector<int> suspected() const;
   // Progress carried by every heartbeat: the number of ULFM calls this rank has entered
-  // (recovery/call_deadline.hpp). peer_behind(n) is a watched, unsuspected peer whose last
-  // heartbeat reported fewer than n, or -1.
+  // (recovery/call_deadline.hpp). peer_behind(n) is an unsuspected rank that, as far as this
+  // rank knows, has entered fewer than n (speakers gather their host's counts and the other
+  // hosts' minima; a few periods stale at most), or -1.
   void set_progress(std::uint32_t entered_calls);
   int peer_behind(std::uint32_t entered_calls) const;
   HeartbeatStats stats() const;

@@ -32,7 +32,9 @@ struct MpiProcessName {
 // This process's name, from PMIX_NAMESPACE / PMIX_RANK (set by the runtime), or nullopt.
 std::optional<MpiProcessName> my_mpi_process_name();
 
-// Pre: MPI initialised; `me` is this process, `failed` a peer. Thread-safe (PMIx queues the event).
+// Pre: MPI initialised; `me` is this process, `failed` a peer. Called from the heartbeat thread:
+// PMIx runs Open MPI's handler on the calling thread, which hands the work to MPI's progress
+// engine (an event on opal_sync_event_base), so MPI state is changed by MPI's own thread.
 bool notify_process_failed(const MpiProcessName& me, const MpiProcessName& failed);
 
 // True when notify_process_failed can work in this build and process (PMIx found).

@@ -293,12 +293,14 @@ WirePeer ResilientGroup::create_heartbeat(bool single_host) {
 
 void ResilientGroup::start_services() {
   if (heartbeat_) {
-    heartbeat_->set_on_suspect([this](const Suspicion& s) {
-      // Runs on the heartbeat thread: no MPI here but PMIx's queued event (thread-safe).
+    // This process's name by value: the callback runs on the heartbeat thread, and peers_ may
+    // grow meanwhile (respawn).
+    const MpiProcessName me{peer(my_original_rank_).mpi_nspace, peer(my_original_rank_).mpi_rank};
+    heartbeat_->set_on_suspect([this, me](const Suspicion& s) {
+      // Runs on the heartbeat thread: no MPI here but the PMIx event (recovery/mpi_failure_notice.hpp).
       const PeerAddress& p = s.peer;
-      const PeerAddress& me = peer(my_original_rank_);
-      const bool told_mpi = !p.mpi_nspace.empty() && !me.mpi_nspace.empty() &&
-                            notify_process_failed({me.mpi_nspace, me.mpi_rank}, {p.mpi_nspace, p.mpi_rank});
+      const bool told_mpi = !p.mpi_nspace.empty() && !me.nspace.empty() &&
+                            notify_process_failed(me, {p.mpi_nspace, p.mpi_rank});
       // The rank that found it silent, and the one that fenced it, say so; the others heard the
       // news and stay quiet (one line per suspect, not one per rank).
       if (s.reported_by != my_original_rank_ && !s.fenced_by_me) return;

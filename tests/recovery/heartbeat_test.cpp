@@ -10,6 +10,7 @@
 #include <boost/asio.hpp>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -49,7 +50,9 @@ TEST(Heartbeat, PeersHearEachOtherAndSuspectASilentOne) {
   std::atomic<int> a_suspected_rank{-1};
   a.set_on_suspect([&](const fr::Suspicion& s) {
     EXPECT_FALSE(s.fenced_by_me);
-    if (s.reported_by == 0) EXPECT_GE(s.silent_s, 0.4);
+    if (s.reported_by == 0) {
+      EXPECT_GE(s.silent_s, 0.4);
+    }
     a_suspected_rank = s.peer.rank;
   });
   a.start(peers, secret, 7);
@@ -173,7 +176,9 @@ struct Cluster {
   Cluster(int hosts, int per_host, fr::HeartbeatOptions o) {
     for (int h = 0; h < hosts; ++h)
       for (int i = 0; i < per_host; ++i) {
-        o.host_id = "sim" + std::to_string(h) + "/0";
+        char id[32];
+        std::snprintf(id, sizeof id, "sim%d/0", h);
+        o.host_id = id;
         beats.push_back(std::make_unique<fr::Heartbeat>(h * per_host + i, "127.0.0.1", o));
         addrs.push_back(beats.back()->local_address());
       }
@@ -300,6 +305,22 @@ TEST(Heartbeat, HostIdentityTellsNamespacesApart) {
   const std::string other(buf, n > 0 ? static_cast<size_t>(n) : 0);
   EXPECT_EQ(other.rfind(std::string(host) + "/", 0), 0u) << other;
   EXPECT_NE(other, mine) << "another network namespace is another host";
+}
+
+// The ULFM-call deadline asks whether some peer is behind; with speakers, a rank hears only a
+// few others, so the counts travel as host and job minima.
+TEST(Heartbeat, ARankBehindIsSeenFromEveryRank) {
+  Cluster c(2, 4, fast(false));
+  for (auto& b : c.beats) b->set_progress(10);
+  c.beats[7]->set_progress(3);  // not a speaker of host 1: only its speakers hear it directly
+  c.start(24);
+  for (int r = 0; r < 7; ++r)
+    ASSERT_TRUE(wait_until([&] { return c.beats[r]->peer_behind(10) == 7; }, 2000ms))
+        << "rank " << r << " sees " << c.beats[r]->peer_behind(10);
+  c.beats[7]->set_progress(10);
+  for (int r = 0; r < 7; ++r)
+    ASSERT_TRUE(wait_until([&] { return c.beats[r]->peer_behind(10) == -1; }, 2000ms)) << "rank " << r << " still sees it behind";
+  EXPECT_EQ(c.beats[7]->peer_behind(10), -1);
 }
 
 TEST(Heartbeat, NeverFencesARecycledPid) {
