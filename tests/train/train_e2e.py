@@ -445,7 +445,7 @@ elif case == "bad_input":
              "--parallel tp on 3 ranks: the hidden width 64 of layers 0-1"),
             (2, ["--dataset", "digits", "--layers", "64,96,64,47,10", "--parallel", "tp"],
              "--parallel tp on 2 ranks: the hidden width 47 of layers 2-3"),
-            (2, ["--steps", "2", "--resume", "/nonexistent-ckpt"], "no valid checkpoint"),
+            (2, ["--steps", "2", "--resume", "/nonexistent-ckpt"], "--resume '/nonexistent-ckpt': no such folder"),
             (2, ["--spares", "-1"], "--spares must be >= 0, got -1"),
             (2, ["--spares", "2"], "spares 2: the job has 2 process(es) and at least one must train; use 0 to 1 spares"),
         ]
