@@ -89,8 +89,12 @@ void Communicator::init() {
   rank_ = transport_->rank();
   size_ = transport_->size();
   scratch_ = std::make_unique<Scratch>();
-  tag_span_ = transport_->tag_upper_bound() - kMaxUserTag + 1;
+  tag_span_ = tags_used(transport_->tag_upper_bound()) - kMaxUserTag;
   FTCC_CHECK(tag_span_ > 0) << "tag upper bound " << transport_->tag_upper_bound() << " too small";
+}
+
+int Communicator::tags_used(int tag_upper_bound) {
+  return std::min(tag_upper_bound / 2 + 1, kMaxUserTag + (1 << 20));
 }
 
 Communicator Communicator::duplicate(MPI_Comm comm, CommOptions options) {

@@ -16,6 +16,8 @@
 // same order. Each collective takes the next per-communicator sequence number as its tag
 // (mod the tag bound, above the user tag range), so back-to-back or concurrent (nonblocking)
 // collectives never mix their messages. User point-to-point tags are 0 .. kMaxUserTag-1.
+// A communicator uses only the lower half of its transport's tags (tags_used): the upper half is
+// for its sub-groups (comm/subgroup_transport.hpp).
 //
 // Fault injection: set_fault_hook(f) (or set_global_fault_hook) makes every collective call
 // f(op, step) just before it posts its step-th send (step = 0, 1, ... within that call; op is the
@@ -110,6 +112,9 @@ class Communicator {
  public:
   enum class Ownership { borrow, take };
   static constexpr int kMaxUserTag = 4096;
+  // The tags [0, tags_used(ub)) a communicator on a transport with tag upper bound ub uses: the
+  // user tags, then at most 2^20 collective tags, within the lower half of [0, ub].
+  static int tags_used(int tag_upper_bound);
 
   explicit Communicator(MPI_Comm comm, Ownership ownership = Ownership::borrow, CommOptions options = {});
   explicit Communicator(std::unique_ptr<Transport> transport, CommOptions options = {});

@@ -16,10 +16,12 @@
 #include <thread>
 #include <vector>
 
+#include "ftcc/base/error.hpp"
 #include "ftcc/comm/allreduce_async.hpp"
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/device_staging.hpp"
 #include "ftcc/comm/memory_transport.hpp"
+#include "ftcc/comm/subgroup_transport.hpp"
 
 namespace {
 
@@ -378,3 +380,49 @@ TEST(AutoSelection, PicksTheMeasuredAlgorithmOnEachSideOfEveryThreshold) {
 }
 
 }  // namespace
+
+// Sub-groups (comm/subgroup_transport.hpp): 6 ranks as a grid of 2 rows x 3 columns. Rows and
+// columns run allreduces on their own Communicators between the world's, and a user tag used on
+// the world and on a row at once never crosses over.
+TEST(Subgroup, RowsAndColumnsOfAGrid) {
+  run_ranks(6, [](Communicator& world) {
+    const int r = world.rank(), row = r / 3, col = r % 3;
+    Communicator rows(std::make_unique<SubgroupTransport>(world.transport(), std::vector<int>{3 * row, 3 * row + 1, 3 * row + 2}));
+    Communicator cols(std::make_unique<SubgroupTransport>(world.transport(), std::vector<int>{col, col + 3}));
+    EXPECT_EQ(rows.rank(), col);
+    EXPECT_EQ(rows.size(), 3);
+    EXPECT_EQ(cols.rank(), row);
+    for (int round = 0; round < 3; ++round) {
+      std::int64_t v[3] = {r, 1, 100 * round};
+      allreduce(rows, kInPlace, v, 3, DType::i64, ReduceOp::sum);
+      EXPECT_EQ(v[0], 3 * (3 * row) + 3) << "row " << row;
+      EXPECT_EQ(v[1], 3);
+      std::int64_t w = r;
+      allreduce(cols, kInPlace, &w, 1, DType::i64, ReduceOp::sum);
+      EXPECT_EQ(w, 2 * col + 3) << "column " << col;
+      std::int64_t all = r;
+      allreduce(world, kInPlace, &all, 1, DType::i64, ReduceOp::sum);
+      EXPECT_EQ(all, 15);
+    }
+    // The same user tag on the world and on the row, sent in one order and received in the other.
+    if (col == 0) {
+      const std::int32_t a = 1000 + r, b = 2000 + r;
+      world.send(&a, 1, DType::i32, r + 1, 5);
+      rows.send(&b, 1, DType::i32, 1, 5);
+    } else if (col == 1) {
+      std::int32_t a = 0, b = 0;
+      rows.recv(&b, 1, DType::i32, 0, 5);
+      world.recv(&a, 1, DType::i32, r - 1, 5);
+      EXPECT_EQ(a, 1000 + r - 1);
+      EXPECT_EQ(b, 2000 + r - 1);
+    }
+  });
+}
+
+TEST(Subgroup, RefusesMembersThatAreNotRanks) {
+  run_ranks(2, [](Communicator& world) {
+    EXPECT_THROW(SubgroupTransport(world.transport(), {0, 5}), ftcc::Error);
+    EXPECT_THROW(SubgroupTransport(world.transport(), {1 - world.rank()}), ftcc::Error);  // not a member itself
+    EXPECT_THROW(SubgroupTransport(world.transport(), {0, 1, 0}), ftcc::Error);
+  });
+}
