@@ -1,5 +1,6 @@
 #include "ftcc/tensor/storage.hpp"
 
+#include <atomic>
 #include <cstring>
 
 #include "ftcc/base/error.hpp"
@@ -7,10 +8,29 @@
 #include "ftcc/tensor/host_buffers.hpp"
 
 namespace ftcc::tensor {
+namespace {
+
+std::atomic<std::size_t> g_live{0}, g_peak{0};
+
+void count_alloc(std::size_t bytes) noexcept {
+  const std::size_t now = g_live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  std::size_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+TensorMemory cpu_tensor_memory() noexcept {
+  return {g_live.load(std::memory_order_relaxed), g_peak.load(std::memory_order_relaxed)};
+}
+
+void reset_peak_cpu_tensor_memory() noexcept { g_peak.store(g_live.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
 Storage::Storage(std::size_t bytes, Device device) : bytes_(bytes), device_(device) {
   if (device == Device::CPU) {
     data_ = host_buffer_alloc(bytes);  // never null, even for zero bytes
+    count_alloc(bytes);
   } else {
     data_ = cuda::backend().device_alloc(bytes == 0 ? 1 : bytes);
   }
@@ -19,6 +39,7 @@ Storage::Storage(std::size_t bytes, Device device) : bytes_(bytes), device_(devi
 Storage::~Storage() {
   if (device_ == Device::CPU) {
     host_buffer_free(data_, bytes_);
+    g_live.fetch_sub(bytes_, std::memory_order_relaxed);
   } else if (const cuda::Backend* b = cuda::find_backend()) {
     // A CUDA buffer was allocated through a backend, and a backend is never unloaded.
     b->device_free(data_);

@@ -30,6 +30,15 @@ class Storage {
   Device device_;
 };
 
+// Bytes held by the storages of CPU tensors now (live), and the most held at once since the
+// process started or since the last reset_peak_cpu_tensor_memory() (peak): the host memory
+// counterpart of torch.cuda.memory_allocated / max_memory_allocated. Thread-safe, never throws.
+struct TensorMemory {
+  std::size_t live = 0, peak = 0;
+};
+TensorMemory cpu_tensor_memory() noexcept;
+void reset_peak_cpu_tensor_memory() noexcept;  // peak = live
+
 // Copies `bytes` between any two devices (host<->device, device<->device, host<->host).
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std::size_t bytes);
 

@@ -242,3 +242,21 @@ TEST(Philox, BelowIsUnbiasedEnoughAndInRange) {
 
 }  // namespace
 }  // namespace ftcc::tensor
+
+// tensor/storage.hpp: the CPU tensor memory counters (live and peak bytes of storages).
+TEST(TensorMemory, CountsLiveAndPeakBytes) {
+  using ftcc::tensor::cpu_tensor_memory;
+  const auto before = cpu_tensor_memory();
+  ftcc::tensor::reset_peak_cpu_tensor_memory();
+  EXPECT_EQ(cpu_tensor_memory().peak, before.live);
+  {
+    auto a = ftcc::tensor::Tensor::zeros({1000, 25});  // 100000 bytes
+    EXPECT_EQ(cpu_tensor_memory().live, before.live + 100000);
+    auto view = a.rows(10, 20);  // a view holds no storage of its own
+    EXPECT_EQ(cpu_tensor_memory().live, before.live + 100000);
+  }
+  EXPECT_EQ(cpu_tensor_memory().live, before.live);
+  EXPECT_EQ(cpu_tensor_memory().peak, before.live + 100000);
+  ftcc::tensor::reset_peak_cpu_tensor_memory();
+  EXPECT_EQ(cpu_tensor_memory().peak, before.live);
+}
