@@ -1,0 +1,66 @@
+// train/parallel_grid.hpp: the layout of replicas x model ranks and the grid survivors re-form.
+#include "ftcc/train/parallel_grid.hpp"
+
+#include <gtest/gtest.h>
+
+#include "ftcc/base/error.hpp"
+
+namespace ftcc::train {
+namespace {
+
+TEST(ParallelGrid, Layout) {
+  const ParallelGrid g{7, 2, 3};
+  EXPECT_EQ(g.active(), 6);
+  EXPECT_TRUE(g.is_active(5));
+  EXPECT_FALSE(g.is_active(6));
+  EXPECT_EQ(g.replica_of(5), 2);
+  EXPECT_EQ(g.position_of(5), 1);
+  EXPECT_EQ(g.replica_ranks(1), (std::vector<int>{2, 3}));
+  EXPECT_EQ(g.position_ranks(1), (std::vector<int>{1, 3, 5}));
+  EXPECT_EQ(g.describe(), "3 replicas x 2 ranks, 1 idle");
+  // The replicas' rows cover the batch once, in order.
+  std::int64_t next = 0;
+  for (int k = 0; k < 3; ++k) {
+    const auto [b, e] = g.rows_of(k, 64);
+    EXPECT_EQ(b, next);
+    EXPECT_GE(e - b, 21);
+    next = e;
+  }
+  EXPECT_EQ(next, 64);
+}
+
+TEST(ParallelGrid, StartIsTheAskedGrid) {
+  EXPECT_EQ(choose_grid(8, 2, 5, 64), (ParallelGrid{8, 2, 4}));
+  EXPECT_EQ(choose_grid(8, 4, 5, 64), (ParallelGrid{8, 4, 2}));
+  EXPECT_EQ(choose_grid(4, 4, 5, 64), (ParallelGrid{4, 4, 1}));  // pure pp or tp
+  EXPECT_EQ(choose_grid(4, 1, 5, 64), (ParallelGrid{4, 1, 4}));
+}
+
+TEST(ParallelGrid, AfterAFailure) {
+  // Pure pp/tp (one replica of 4): the survivors re-cut the model, as before grids existed.
+  EXPECT_EQ(choose_grid(3, 4, 5, 64), (ParallelGrid{3, 3, 1}));
+  // 2 x 2, one lost: 3 ranks busy as one replica of 3 (not 3 replicas of the whole model:
+  // no rank holds more of the model than the user asked for).
+  EXPECT_EQ(choose_grid(3, 2, 5, 64), (ParallelGrid{3, 3, 1}));
+  // ...unless the model cannot be cut into 3: one replica of 2, 1 idle (never 3 whole models).
+  EXPECT_EQ(choose_grid(3, 2, 2, 64), (ParallelGrid{3, 2, 1}));
+  // 4 x 2, one lost: 7 ranks: 3 replicas of 2 (1 idle) or 2 of 3 (1 idle): the smaller model.
+  EXPECT_EQ(choose_grid(7, 2, 5, 64), (ParallelGrid{7, 2, 3}));
+  // 2 x 4, a whole replica lost: one replica of 4.
+  EXPECT_EQ(choose_grid(4, 4, 5, 64), (ParallelGrid{4, 4, 1}));
+  // 2 x 4, one lost: 7 ranks: one replica of 5 (the most a 5-layer model allows), 2 idle, against
+  // one of 4 (3 idle): 5 busy.
+  EXPECT_EQ(choose_grid(7, 4, 5, 64), (ParallelGrid{7, 5, 1}));
+  // Replicas never outnumber the batch's rows.
+  EXPECT_EQ(choose_grid(6, 1, 1, 4), (ParallelGrid{6, 1, 4}));
+  // Fewer ranks than the model size: one replica over all of them.
+  EXPECT_EQ(choose_grid(2, 4, 5, 64), (ParallelGrid{2, 2, 1}));
+}
+
+TEST(ParallelGrid, RefusesNonsense) {
+  EXPECT_THROW(choose_grid(0, 2, 5, 64), ftcc::Error);
+  EXPECT_THROW(choose_grid(4, 2, 0, 64), ftcc::Error);
+}
+
+}  // namespace
+}  // namespace ftcc::train

@@ -1,0 +1,46 @@
+#include "ftcc/train/parallel_grid.hpp"
+
+#include <algorithm>
+
+#include "ftcc/base/error.hpp"
+
+namespace ftcc::train {
+
+std::vector<int> ParallelGrid::replica_ranks(int k) const {
+  std::vector<int> out;
+  for (int p = 0; p < model; ++p) out.push_back(k * model + p);
+  return out;
+}
+
+std::vector<int> ParallelGrid::position_ranks(int p) const {
+  std::vector<int> out;
+  for (int k = 0; k < replicas; ++k) out.push_back(k * model + p);
+  return out;
+}
+
+std::pair<std::int64_t, std::int64_t> ParallelGrid::rows_of(int k, std::int64_t batch) const {
+  return {k * batch / replicas, (k + 1) * batch / replicas};
+}
+
+std::string ParallelGrid::describe() const {
+  std::string s = std::to_string(replicas) + (replicas == 1 ? " replica x " : " replicas x ") + std::to_string(model) +
+                  (model == 1 ? " rank" : " ranks");
+  if (active() < ranks) s += ", " + std::to_string(ranks - active()) + " idle";
+  return s;
+}
+
+ParallelGrid choose_grid(int ranks, int model_size, int max_model, std::int64_t batch) {
+  FTCC_CHECK(ranks >= 1 && max_model >= 1 && model_size >= 1 && batch >= 1)
+      << "choose_grid(" << ranks << ", " << model_size << ", " << max_model << ", " << batch << ")";
+  // No rank holds more of the model than the user asked for: models of at least model_size ranks
+  // (fewer only when fewer ranks or cuts are left, then as many as there are).
+  const int lo = std::min({model_size, ranks, max_model}), hi = std::min(ranks, max_model);
+  ParallelGrid best{ranks, lo, 0};
+  for (int m = lo; m <= hi; ++m) {
+    const int d = static_cast<int>(std::min<std::int64_t>(ranks / m, batch));
+    if (m * d > best.active()) best = ParallelGrid{ranks, m, d};
+  }
+  return best;
+}
+
+}  // namespace ftcc::train
