@@ -42,12 +42,13 @@ bool first_rank() {
 
 // The choice flags as given; parse_choices turns them into the config's enums.
 struct ChoiceTexts {
-  std::string parallel = "dp", activation = "relu", optimizer = "sgd", device = "cpu", on_failure = "keep-global-batch";
+  std::string parallel = "dp", schedule = "gpipe", activation = "relu", optimizer = "sgd", device = "cpu", on_failure = "keep-global-batch";
 };
 
 void parse_choices(const ChoiceTexts& t, ftcc::train::TrainConfig& c) {
   namespace tr = ftcc::train;
   c.parallel = tr::parse_choice<tr::Parallel>("--parallel", t.parallel);
+  c.schedule = tr::parse_choice<tr::Schedule>("--schedule", t.schedule);
   c.activation = tr::parse_choice<tr::Activation>("--activation", t.activation);
   c.optimizer = tr::parse_choice<tr::OptimizerKind>("--optimizer", t.optimizer);
   c.device = tr::parse_choice<tr::Device>("--device", t.device);
@@ -55,8 +56,16 @@ void parse_choices(const ChoiceTexts& t, ftcc::train::TrainConfig& c) {
 }
 
 void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
-  app.add_option("--parallel", t.parallel, "dp (data parallel); pp and tp: model parallel")->capture_default_str()
-      ->check(CLI::IsMember({"dp", "pp", "tp"}));
+  app.add_option("--parallel", t.parallel,
+                 "dp (data parallel); pp and tp: model parallel; dp,pp and dp,tp: replicas of a pipeline or "
+                 "tensor-parallel group (--pp-size / --tp-size ranks each)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"dp", "pp", "tp", "dp,pp", "dp,tp"}));
+  app.add_option("--pp-size", c.pp_size, "--parallel dp,pp: ranks per pipeline (the ranks must be a multiple)");
+  app.add_option("--tp-size", c.tp_size, "--parallel dp,tp: ranks per tensor-parallel group (the ranks must be a multiple)");
+  app.add_option("--schedule", t.schedule, "pipeline schedule (pp, dp,pp): gpipe | 1f1b")
+      ->check(CLI::IsMember({"gpipe", "1f1b"}))
+      ->capture_default_str();
   app.add_option("--layers", c.layers, "layer widths, input first, output last (e.g. 64,64,10)")->delimiter(',');
   app.add_option("--activation", t.activation, "relu | tanh | sigmoid")->check(CLI::IsMember({"relu", "tanh", "sigmoid"}))->capture_default_str();
   app.add_option("--dataset", c.dataset, "diabetes | digits | synthetic:N:IN:OUT | PATH.csv[.gz] | PATH.npy");
@@ -263,8 +272,10 @@ int main(int argc, char** argv) {
   // 4 job-level error (agreed by every survivor, one line), 1 a rank that left on a deadline.
   return ftcc::recovery::run_job(MPI_COMM_WORLD, go, [&](ftcc::recovery::ResilientGroup& group) {
     switch (cfg.parallel) {
-      case ftcc::train::Parallel::pp: ftcc::train::train_pipeline_parallel(cfg, group); break;
-      case ftcc::train::Parallel::tp: ftcc::train::train_tensor_parallel(cfg, group); break;
+      case ftcc::train::Parallel::pp:
+      case ftcc::train::Parallel::dp_pp: ftcc::train::train_pipeline_parallel(cfg, group); break;
+      case ftcc::train::Parallel::tp:
+      case ftcc::train::Parallel::dp_tp: ftcc::train::train_tensor_parallel(cfg, group); break;
       case ftcc::train::Parallel::dp: ftcc::train::train_data_parallel(cfg, group); break;
     }
   }, {.name = "ftcc-train"});

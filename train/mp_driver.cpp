@@ -9,10 +9,13 @@
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/errors.hpp"
+#include "ftcc/comm/subgroup_transport.hpp"
 #include "ftcc/data/sampler.hpp"
 #include "ftcc/recovery/step_loop.hpp"
 #include "ftcc/tensor/host_buffers.hpp"
+#include "ftcc/tensor/storage.hpp"
 #include "ftcc/train/checkpoint_store.hpp"
+#include "ftcc/train/parallel_grid.hpp"
 #include "ftcc/train/pp_strategy.hpp"
 #include "ftcc/train/progress_reporter.hpp"
 #include "ftcc/train/run_log.hpp"
@@ -44,8 +47,18 @@ class Driver {
         s_(make(cfg, widths_, td_)),
         sampler_({.num_samples = td_.train.size(), .global_batch = cfg.batch, .seed = cfg.seed,
                   .micro_batch = std::min(cfg.micro_batch, cfg.batch)}),
-        log_(cfg, g, sampler_.steps_per_epoch()) {
-    s_->validate(g.is_spare() ? g.initial_size() : g.size(), /*at_start=*/true);
+        log_(cfg, g, sampler_.steps_per_epoch()),
+        model_size_(cfg.model_size(g.is_spare() ? g.initial_size() : g.size())) {
+    const int n = g.is_spare() ? g.initial_size() : g.size();
+    if (cfg.parallel == Parallel::dp_pp || cfg.parallel == Parallel::dp_tp) {
+      const char* flag = cfg.parallel == Parallel::dp_pp ? "--pp-size " : "--tp-size ";
+      FTCC_REQUIRE(model_size_ <= n && n % model_size_ == 0)
+          << "--parallel " << choice_name(cfg.parallel) << " on " << n << " ranks: " << flag << model_size_
+          << " does not divide them (the ranks are replicas x " << flag << "ranks)";
+      FTCC_REQUIRE(n / model_size_ <= cfg.batch) << "--parallel " << choice_name(cfg.parallel) << ": " << n / model_size_
+                                                 << " replicas need a --batch of at least as many rows, got " << cfg.batch;
+    }
+    s_->validate(model_size_, /*at_start=*/true);
     if (!cfg.checkpoint_dir.empty()) ckpt_ = std::make_unique<CheckpointStore>(cfg.checkpoint_dir, cfg, widths_);
     tensor::host_buffers_release();  // the buffers of the data's preparation will not be asked for again
   }
@@ -59,6 +72,8 @@ class Driver {
     if (g_.is_spare() && !g_.wait_as_spare()) return TrainSummary{};
     double last_loss = 0;
     FinalMetrics final;
+    std::int64_t peak = 0;
+    tensor::reset_peak_cpu_tensor_memory();  // the steps' peak: data, model, optimizer, activations
     recovery::run_step_loop(g_, {
         .done = [&] { return done(); },
         .step = [&] { return p_.step; },
@@ -69,6 +84,8 @@ class Driver {
         .finish =
             [&] {
               fc::Communicator& c = g_.comm();
+              peak = static_cast<std::int64_t>(tensor::cpu_tensor_memory().peak);
+              fc::allreduce(c, fc::kInPlace, &peak, 1, fc::DType::i64, fc::ReduceOp::max);
               gather_full(c);
               final = final_metrics(c, c.rank() == 0 ? full_.model.get() : nullptr, td_.train, td_.test,
                                     td_.classification);
@@ -78,6 +95,8 @@ class Driver {
                                             p_.cursor.epoch, g_.initial_size(), g_, p_.tally(),
                                             sampler_.expected_tally(p_.cursor), to_hex(final.digest), t_start_);
     sum.step_samples_per_s = report.steady_samples_per_s();
+    sum.grid = grid_.describe();
+    sum.peak_tensor_bytes = peak;
     if (!cfg_.quiet)
       log_.note(std::string(s_->name()) + ": state " + std::to_string(s_->state_bytes()) +
                 " B, replica/snapshot store " + std::to_string(store_.bytes()) + " B on rank 0");
@@ -107,9 +126,31 @@ class Driver {
     return full_;
   }
 
+  // The grid over c's ranks (train/parallel_grid.hpp) and this rank's communicators in it: its
+  // replica's ranks (model_) and, with several replicas, the ranks of its position (dp_). Both are
+  // sub-groups of c (comm/subgroup_transport.hpp): a revoke of c reaches them, and they carry c's
+  // fault hook (injected faults fire in their collectives too).
+  void form_grid(fc::Communicator& c) {
+    grid_ = choose_grid(c.size(), model_size_, s_->max_split(), cfg_.batch);
+    model_.reset();
+    dp_.reset();
+    const int me = c.rank();
+    if (!grid_.is_active(me)) return;
+    const auto sub = [&](std::vector<int> members) {
+      auto comm = std::make_unique<fc::Communicator>(std::make_unique<fc::SubgroupTransport>(c.transport(), std::move(members)),
+                                                     fc::CommOptions{c.timeout_s()});
+      if (const fc::FaultHook* h = c.fault_hook()) comm->set_fault_hook(*h);
+      return comm;
+    };
+    model_ = sub(grid_.replica_ranks(grid_.replica_of(me)));
+    if (grid_.replicas > 1) dp_ = sub(grid_.position_ranks(grid_.position_of(me)));
+  }
+  int position() const { return grid_.position_of(g_.comm().rank()); }
+
   void start() {
     fc::Communicator& c = g_.comm();
-    s_->build(c.size(), c.rank());
+    form_grid(c);
+    if (model_) s_->build(grid_.model, position());
     if (!cfg_.resume.empty()) {
       FTCC_REQUIRE(restore_checkpoint(c, cfg_.resume, "--resume"))
           << "--resume '" << cfg_.resume << "': no valid checkpoint found there";
@@ -128,7 +169,18 @@ class Driver {
   // verdicts and the rows fed, after which every rank takes its optimizer step.
   double train_step(fc::Communicator& c, ProgressReporter& report) {
     const auto ids = sampler_.batch(p_.cursor);
-    const StepShare share = s_->step(c, ids, p_.cursor.epoch, pins_);
+    StepShare share;
+    if (model_) {  // this replica's rows; the gradients summed over the replicas
+      const auto [b, e] = grid_.rows_of(grid_.replica_of(c.rank()), static_cast<std::int64_t>(ids.size()));
+      const std::vector<std::int64_t> rows(ids.begin() + b, ids.begin() + e);
+      share = s_->step(*model_, rows, static_cast<std::int64_t>(ids.size()), p_.cursor.epoch, pins_);
+      if (dp_)
+        for (const auto& [name, t] : s_->params()) {
+          tensor::Tensor g = t.grad();
+          fc::allreduce(*dp_, fc::kInPlace, g.data(), static_cast<std::size_t>(g.numel()), fc::DType::f32,
+                        fc::ReduceOp::sum);
+        }
+    }
     double stats[2 + data::SampleTally::kDoubles] = {share.loss, share.gradients_finite ? 0.0 : 1.0};
     share.fed.to_doubles(stats + 2);
     fc::allreduce(c, fc::kInPlace, stats, std::size(stats), fc::DType::f64, fc::ReduceOp::sum);
@@ -136,7 +188,7 @@ class Driver {
     const auto tally = data::SampleTally::from_doubles(stats + 2);
     FTCC_CHECK(tally.count == static_cast<std::int64_t>(ids.size()))
         << s_->name() << ": step " << p_.step << " fed " << tally.count << " rows, the batch has " << ids.size();
-    s_->apply();
+    if (model_) s_->apply();
     p_.add(tally);
     report.add_samples(tally.count);
     p_.cursor = sampler_.next(p_.cursor);
@@ -156,51 +208,59 @@ class Driver {
     return stats[0];
   }
 
-  // Snapshot this rank's units at the current step and send them to the next K ranks (ring).
+  // Snapshot this rank's units at the current step, send them to the next --replicas ranks of its
+  // replica (ring) and keep theirs. With several replicas, the other replicas' snapshots of the
+  // same units are copies too (--replicas 0 relies on them alone).
   void replicate(fc::Communicator& c) {
-    const int n = c.size(), me = c.rank();
     recorded_[p_.step] = p_;
-    Bytes& mine = *pins_.keep(std::make_shared<Bytes>());
-    auto& sizes = *pins_.keep(std::make_shared<std::vector<std::int64_t>>());
-    for (const UnitKey& u : s_->units_of(n, me)) {
-      Bytes b = s_->pack(u);
-      sizes.push_back(static_cast<std::int64_t>(b.size()));
-      mine.insert(mine.end(), b.begin(), b.end());
-      store_.put(p_.step, u, std::move(b));
-    }
-    const int k = std::min(cfg_.replicas, n - 1);
-    for (int j = 1; j <= k; ++j) {
-      const int dst = (me + j) % n, src = (me - j + n) % n;
-      const auto theirs = s_->units_of(n, src);
-      auto& their_sizes = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(theirs.size()));
-      auto s1 = c.isend(sizes.data(), sizes.size(), fc::DType::i64, dst, kReplicaSizeTag + j);
-      auto s2 = isend_bytes(c, mine, dst, kReplicaTag + j);
-      c.recv(their_sizes.data(), their_sizes.size(), fc::DType::i64, src, kReplicaSizeTag + j);
-      std::int64_t total = 0;
-      for (auto s : their_sizes) total += s;
-      Bytes& payload = pins_.bytes(static_cast<std::size_t>(total));
-      recv_bytes(c, payload, src, kReplicaTag + j);
-      s1.wait();
-      s2.wait();
-      std::size_t off = 0;
-      for (std::size_t i = 0; i < theirs.size(); ++i) {
-        const auto sz = static_cast<std::size_t>(their_sizes[i]);
-        store_.put(p_.step, theirs[i], Bytes(payload.begin() + static_cast<std::ptrdiff_t>(off),
-                                             payload.begin() + static_cast<std::ptrdiff_t>(off + sz)));
-        off += sz;
+    if (model_) {
+      fc::Communicator& mc = *model_;
+      const int n = mc.size(), me = mc.rank();
+      Bytes& mine = *pins_.keep(std::make_shared<Bytes>());
+      auto& sizes = *pins_.keep(std::make_shared<std::vector<std::int64_t>>());
+      for (const UnitKey& u : s_->units_of(n, me)) {
+        Bytes b = s_->pack(u);
+        sizes.push_back(static_cast<std::int64_t>(b.size()));
+        mine.insert(mine.end(), b.begin(), b.end());
+        store_.put(p_.step, u, std::move(b));
+      }
+      const int k = std::min(cfg_.replicas, n - 1);
+      for (int j = 1; j <= k; ++j) {
+        const int dst = (me + j) % n, src = (me - j + n) % n;
+        const auto theirs = s_->units_of(n, src);
+        auto& their_sizes = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(theirs.size()));
+        auto s1 = mc.isend(sizes.data(), sizes.size(), fc::DType::i64, dst, kReplicaSizeTag + j);
+        auto s2 = isend_bytes(mc, mine, dst, kReplicaTag + j);
+        mc.recv(their_sizes.data(), their_sizes.size(), fc::DType::i64, src, kReplicaSizeTag + j);
+        std::int64_t total = 0;
+        for (auto s : their_sizes) total += s;
+        Bytes& payload = pins_.bytes(static_cast<std::size_t>(total));
+        recv_bytes(mc, payload, src, kReplicaTag + j);
+        s1.wait();
+        s2.wait();
+        std::size_t off = 0;
+        for (std::size_t i = 0; i < theirs.size(); ++i) {
+          const auto sz = static_cast<std::size_t>(their_sizes[i]);
+          store_.put(p_.step, theirs[i], Bytes(payload.begin() + static_cast<std::ptrdiff_t>(off),
+                                               payload.begin() + static_cast<std::ptrdiff_t>(off + sz)));
+          off += sz;
+        }
       }
     }
+    (void)c;
     store_.keep_newest(2);
     const std::int64_t oldest = store_.oldest();
-    std::erase_if(recorded_, [&](const auto& e) { return e.first < oldest; });
+    std::erase_if(recorded_, [&](const auto& e) { return oldest >= 0 && e.first < oldest; });
+    while (recorded_.size() > 2) recorded_.erase(recorded_.begin());
   }
 
-  // Every rank's units into rank 0's full model.
+  // The units of replica 0 (ranks 0..model-1, rank r at position r) into rank 0's full model.
   void gather_full(fc::Communicator& c) {
+    const int m = grid_.model;
     if (c.rank() == 0) {
       FullModel& f = full();
-      for (int r = 0; r < c.size(); ++r)
-        for (const UnitKey& u : s_->units_of(c.size(), r)) {
+      for (int r = 0; r < m; ++r)
+        for (const UnitKey& u : s_->units_of(m, r)) {
           if (r == 0) {
             s_->unit_to_full(f, u, s_->pack(u));
             continue;
@@ -209,23 +269,24 @@ class Driver {
           recv_bytes(c, b, r, kGatherTag);
           s_->unit_to_full(f, u, b);
         }
-    } else {
-      for (const UnitKey& u : s_->units_of(c.size(), c.rank()))
+    } else if (c.rank() < m) {
+      for (const UnitKey& u : s_->units_of(m, c.rank()))
         send_bytes(c, *pins_.keep(std::make_shared<Bytes>(s_->pack(u))), 0, kGatherTag);
     }
   }
 
-  // Rank 0's full model to the ranks that own each unit.
+  // Rank 0's full model to every active rank, each its position's units.
   void scatter_full(fc::Communicator& c) {
+    const int m = grid_.model;
     if (c.rank() == 0) {
-      for (int r = 0; r < c.size(); ++r)
-        for (const UnitKey& u : s_->units_of(c.size(), r)) {
+      for (int r = 0; r < grid_.active(); ++r)
+        for (const UnitKey& u : s_->units_of(m, grid_.position_of(r))) {
           Bytes& b = *pins_.keep(std::make_shared<Bytes>(s_->unit_from_full(full_, u)));
           if (r == 0) s_->unpack(u, b);
           else send_bytes(c, b, r, kScatterTag);
         }
-    } else {
-      for (const UnitKey& u : s_->units_of(c.size(), c.rank())) {
+    } else if (model_) {
+      for (const UnitKey& u : s_->units_of(m, position())) {
         Bytes& b = pins_.bytes(s_->unit_bytes(u));
         recv_bytes(c, b, 0, kScatterTag);
         s_->unpack(u, b);
@@ -245,41 +306,46 @@ class Driver {
     return true;
   }
 
-  // The recovery hook: rebuild every rank's part at the newest step of which a complete copy
-  // survives (or from the newest checkpoint), then refresh the replicas.
+  // The recovery hook: re-form the grid over the survivors (train/parallel_grid.hpp), rebuild
+  // every active rank's part at the newest step of which a complete copy survives (or from the
+  // newest checkpoint), then refresh the replicas.
   void recover(recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) {
     pins_.abandoned();  // the buffers of the interrupted step (or of an interrupted earlier try)
     fc::Communicator& c = grp.comm();
-    const int n = c.size(), me = c.rank();
-    s_->validate(n, /*at_start=*/false);
-    const int units_now = s_->units_of(n, 0).empty() ? 0 : s_->units_of(n, 0).front().of;
-    const RestorePlan plan = plan_restore(gather_holdings(c, store_), units_now);
+    const int me = c.rank();
+    form_grid(c);
+    const int m = grid_.model;
+    s_->validate(m, /*at_start=*/false);
+    const int units_now = s_->units_of(m, 0).empty() ? 0 : s_->units_of(m, 0).front().of;
+    const auto holdings = gather_holdings(c, store_);
+    const RestorePlan plan = plan_restore(holdings, units_now);
     const std::string failed = joined(ev.failed);
+    const std::string over = " over " + std::to_string(m) + " ranks (" + grid_.describe() + ")";
     if (plan.step >= 0) {
       const auto t_move = Clock::now();
-      std::map<int, Bytes> units = move_units(c, plan);
+      std::int64_t got = 0;
+      std::map<int, Bytes> units = move_units(c, plan, holdings, got);
       if (!ev.joined.empty()) {  // bytes the restore moved between ranks (newcomers' parts, re-split pieces), summed
-        std::int64_t got = 0;
-        for (int u : s_->restore_units(plan.of, n, me))
-          if (plan.holder[static_cast<std::size_t>(u)] != me) got += static_cast<std::int64_t>(units.at(u).size());
         fc::allreduce(c, fc::kInPlace, &got, 1, fc::DType::i64, fc::ReduceOp::sum);
         grp.record_state_transfer(got, std::chrono::duration<double, std::milli>(Clock::now() - t_move).count());
       }
       // The cursor, samples seen and digest recorded at that step (checked equal on every survivor).
       const auto at = recorded_.find(plan.step);
       const TrainProgress restored = agree_progress(c, at == recorded_.end() ? nullptr : &at->second, plan.step);
-      s_->rebuild(n, me, plan.of, units);
+      if (model_) s_->rebuild(m, position(), plan.of, units);
       store_.drop_after(plan.step);
+      if (!model_) store_.clear();  // an idle rank holds no part
       recorded_.erase(recorded_.upper_bound(plan.step), recorded_.end());
       p_ = restored;
       log_.note(std::string(s_->name()) + ": lost rank(s) " + failed + "; " + std::to_string(plan.of) + " " +
-                s_->regroup_name() + " over " + std::to_string(n) + " ranks from in-memory copies, rolled back to step " +
-                std::to_string(plan.step));
+                s_->regroup_name() + over + " from in-memory copies, rolled back to step " + std::to_string(plan.step));
     } else {
       std::string what = std::string(s_->name()) + ": " + s_->units_name() + " " + joined(plan.lost) +
                          " were held only by the failed rank(s) " + failed + " (own copy and all " +
-                         std::to_string(cfg_.replicas) + " buddy replica(s)): no in-memory copy left";
-      s_->build(n, me);
+                         std::to_string(cfg_.replicas) + " buddy replica(s)" +
+                         (cfg_.parallel == Parallel::dp_pp || cfg_.parallel == Parallel::dp_tp ? ", in every model replica" : "") +
+                         "): no in-memory copy left";
+      if (model_) s_->build(m, position());
       if (!ckpt_ || !restore_checkpoint(c, cfg_.checkpoint_dir, "checkpoint")) {
         what += ckpt_ ? "; no valid checkpoint in '" + cfg_.checkpoint_dir + "' to fall back to: training state lost, stopping"
                       : "; no --checkpoint-dir to fall back to: training state lost, stopping";
@@ -288,18 +354,30 @@ class Driver {
       }
       store_.clear();
       recorded_.clear();
-      log_.note(what + "; FALLING BACK TO CHECKPOINT " + start_path_ + " (step " + std::to_string(p_.step) + ")");
+      log_.note(what + "; FALLING BACK TO CHECKPOINT " + start_path_ + " (step " + std::to_string(p_.step) + ")" + over);
     }
+    (void)me;
     grp.set_committed_step(p_.step - 1);
     replicate(c);
   }
 
-  // Each unit of the plan from its holder to every rank of the new split that needs it (sizes
-  // first, then the bytes; one tag, so MPI's ordering pairs them). Returns this rank's.
-  std::map<int, Bytes> move_units(fc::Communicator& c, const RestorePlan& plan) {
+  // Whether holdings list (step, key).
+  static bool holds(const std::vector<Holding>& h, std::int64_t step, UnitKey key) {
+    return std::any_of(h.begin(), h.end(), [&](const Holding& x) { return x.step == step && x.key == key; });
+  }
+
+  // Each unit of the plan to every active rank of the new grid that needs it and has no copy of
+  // its own (from the plan's holder; sizes first, then the bytes; one tag, so MPI's ordering
+  // pairs them). Returns this rank's units; `got` = the bytes it received.
+  std::map<int, Bytes> move_units(fc::Communicator& c, const RestorePlan& plan,
+                                  const std::vector<std::vector<Holding>>& holdings, std::int64_t& got) {
     const int n = c.size(), me = c.rank();
     std::vector<std::vector<int>> needs(static_cast<std::size_t>(n));
-    for (int r = 0; r < n; ++r) needs[static_cast<std::size_t>(r)] = s_->restore_units(plan.of, n, r);
+    for (int r = 0; r < grid_.active(); ++r)
+      needs[static_cast<std::size_t>(r)] = s_->restore_units(plan.of, grid_.model, grid_.position_of(r));
+    const auto source = [&](int u, int r) {
+      return holds(holdings[static_cast<std::size_t>(r)], plan.step, {u, plan.of}) ? r : plan.holder[static_cast<std::size_t>(u)];
+    };
     std::vector<fc::P2PRequest> sends;
     for (int u = 0; u < plan.of; ++u) {
       if (plan.holder[static_cast<std::size_t>(u)] != me) continue;
@@ -307,14 +385,15 @@ class Driver {
       auto size = pins_.keep(std::make_shared<std::int64_t>(static_cast<std::int64_t>(b.size())));
       for (int r = 0; r < n; ++r) {
         const auto& need = needs[static_cast<std::size_t>(r)];
-        if (r == me || std::find(need.begin(), need.end(), u) == need.end()) continue;
+        if (r == me || source(u, r) != me || std::find(need.begin(), need.end(), u) == need.end()) continue;
         sends.push_back(c.isend(size.get(), 1, fc::DType::i64, r, kRestoreSizeTag));
         sends.push_back(isend_bytes(c, b, r, kRestoreTag));
       }
     }
     std::map<int, Bytes> mine;
+    got = 0;
     for (int u : needs[static_cast<std::size_t>(me)]) {
-      const int h = plan.holder[static_cast<std::size_t>(u)];
+      const int h = source(u, me);
       if (h == me) {
         mine[u] = *store_.get(plan.step, {u, plan.of});
         continue;
@@ -324,6 +403,7 @@ class Driver {
       Bytes& b = pins_.bytes(static_cast<std::size_t>(*size));
       recv_bytes(c, b, h, kRestoreTag);
       mine[u] = b;
+      got += static_cast<std::int64_t>(b.size());
     }
     for (auto& r : sends) r.wait();
     return mine;
@@ -338,6 +418,10 @@ class Driver {
   std::unique_ptr<ModelParallelStrategy> s_;
   data::DistributedSampler sampler_;
   RunLog log_;
+  int model_size_;                          // the ranks of one replica the user asked for
+  ParallelGrid grid_;
+  std::unique_ptr<fc::Communicator> model_;  // this rank's replica (null on an idle rank)
+  std::unique_ptr<fc::Communicator> dp_;     // this rank's position in every replica (several replicas only)
   std::unique_ptr<CheckpointStore> ckpt_;
   TrainProgress p_;
   std::map<std::int64_t, TrainProgress> recorded_;  // the progress at each step the store holds
@@ -354,12 +438,12 @@ TrainSummary train_model_parallel(const TrainConfig& cfg, recovery::ResilientGro
 }
 
 TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::ResilientGroup& group) {
-  FTCC_CHECK(cfg.parallel == Parallel::pp) << "train_pipeline_parallel called with --parallel " << choice_name(cfg.parallel);
+  FTCC_CHECK(cfg.pipeline()) << "train_pipeline_parallel called with --parallel " << choice_name(cfg.parallel);
   return train_model_parallel(cfg, group, make_pipeline_strategy);
 }
 
 TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGroup& group) {
-  FTCC_CHECK(cfg.parallel == Parallel::tp) << "train_tensor_parallel called with --parallel " << choice_name(cfg.parallel);
+  FTCC_CHECK(cfg.tensor_parallel()) << "train_tensor_parallel called with --parallel " << choice_name(cfg.parallel);
   return train_model_parallel(cfg, group, make_tensor_strategy);
 }
 

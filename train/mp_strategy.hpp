@@ -1,9 +1,12 @@
 // train/mp_strategy.hpp: what a model-parallel scheme tells the driver (train/mp_driver.hpp).
 //
-// The driver owns the loop, the data, the progress, the replicas, recovery, checkpoints and the
-// summary; a strategy owns this rank's part of the model and says how it is cut, trained and
-// moved. The model is cut into units (train/replica_store.hpp: UnitKey{index, of}); a split over
-// n ranks gives rank r the units units_of(n, r). Parts of the contract:
+// The driver owns the loop, the data, the progress, the replicas, recovery, checkpoints, the grid
+// of model replicas (train/parallel_grid.hpp) and the summary; a strategy owns this rank's part of
+// one model replica and says how it is cut, trained and moved. Here n and r are the ranks of one
+// replica and this rank's position in it (the whole job for pp and tp; --pp-size / --tp-size
+// ranks for dp,pp and dp,tp). The model is cut into units (train/replica_store.hpp:
+// UnitKey{index, of}); a split over n ranks gives rank r the units units_of(n, r). Parts of the
+// contract:
 //  - build(n, r): this rank's part for the split (n, r), initialised as nn::mlp(widths, seed)
 //    initialises the whole model, so the parts of a fresh run together are the single-process model.
 //  - pack/unpack/unit_bytes: only for units this rank owns (units_of(n, r) of its last build).
@@ -11,10 +14,13 @@
 //    unit by unit with full_unit_bytes/unit_to_full/unit_from_full, for any unit of any split.
 //  - restore_units(of, n, r): which units of a split into `of` rank r of the new split (n, r) needs
 //    to rebuild its part after a failure; rebuild(n, r, units) then builds it from their bytes.
-//  - step(): one training step (forward and backward) on the global batch `ids` of epoch `epoch`;
+//  - step(): one training step (forward and backward) of this replica, on the communicator of its
+//    ranks, on its rows `ids` of a global batch of `global_rows` rows of epoch `epoch` (the loss is
+//    scaled by the global batch, so the replicas' gradients sum to the global batch's);
 //    point-to-point buffers go to `pins` (train/pinned_buffers.hpp). The returned loss and tally are
-//    this rank's shares: summed over the ranks they are the step's loss and the rows fed once.
-//    apply() then takes the optimizer step (after the driver's commit checks).
+//    this rank's shares: summed over all ranks they are the step's loss and the rows fed once.
+//    The driver then sums the gradients of params() over the replicas, and apply() takes the
+//    optimizer step (after the driver's commit checks).
 // Errors: validate() throws ftcc::InvalidArgument naming the flag; anything else ftcc::Error.
 // Communication errors (comm::FaultDetected) pass through to the driver, which recovers.
 #pragma once
@@ -27,6 +33,7 @@
 
 #include "ftcc/comm/communicator.hpp"
 #include "ftcc/data/sampler.hpp"
+#include "ftcc/nn/named_tensors.hpp"
 #include "ftcc/train/pinned_buffers.hpp"
 #include "ftcc/train/replica_store.hpp"
 #include "ftcc/train/run_common.hpp"
@@ -55,6 +62,8 @@ class ModelParallelStrategy {
   // the start (at_start) by the rule the user is told, after a failure by what the strategy can
   // still run on (tp re-splits unevenly over survivors; it starts only on even splits).
   virtual void validate(int n, bool at_start) const = 0;
+  // The most ranks one replica can be cut over (pp: the layers; tp: the narrowest hidden width).
+  virtual int max_split() const = 0;
   // The units of a model that a split over n ranks gives rank r.
   virtual std::vector<UnitKey> units_of(int n, int r) const = 0;
 
@@ -72,8 +81,10 @@ class ModelParallelStrategy {
   virtual std::vector<int> restore_units(int of, int n, int r) const = 0;
   virtual void rebuild(int n, int r, int of, const std::map<int, Bytes>& units) = 0;
 
-  virtual StepShare step(comm::Communicator& c, const std::vector<std::int64_t>& ids, std::int64_t epoch,
-                         Pins& pins) = 0;
+  virtual StepShare step(comm::Communicator& c, const std::vector<std::int64_t>& ids, std::int64_t global_rows,
+                         std::int64_t epoch, Pins& pins) = 0;
+  // This rank's parameters (their gradients are valid after step()).
+  virtual const nn::NamedTensors& params() const = 0;
   virtual void apply() = 0;
 };
 

@@ -6,6 +6,7 @@
 // the buffers of a completed step are released.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -25,19 +26,32 @@ class Pins {
     return p;
   }
   const tensor::Tensor& keep(const tensor::Tensor& t) {
-    live_.push_back(std::make_shared<tensor::Tensor>(t));
+    tensors_.push_back(t);
     return t;
+  }
+  // Lets go of one pin of t's storage: its operation completed while the step goes on (a
+  // pipeline stage frees each micro-batch's buffers as soon as it can, or 1F1B would hold as much
+  // as GPipe). A no-op when t is not pinned.
+  void release(const tensor::Tensor& t) {
+    const auto it = std::find_if(tensors_.begin(), tensors_.end(), [&](const tensor::Tensor& x) { return x.data() == t.data(); });
+    if (it != tensors_.end()) tensors_.erase(it);
   }
   // A new pinned buffer of n bytes.
   Bytes& bytes(std::size_t n) { return *keep(std::make_shared<Bytes>(n)); }
-  void completed() { live_.clear(); }
+  void completed() {
+    live_.clear();
+    tensors_.clear();
+  }
   void abandoned() {
     for (auto& p : live_) dead_.push_back(std::move(p));
+    for (auto& t : tensors_) dead_.push_back(std::make_shared<tensor::Tensor>(std::move(t)));
     live_.clear();
+    tensors_.clear();
   }
 
  private:
   std::vector<std::shared_ptr<const void>> live_, dead_;
+  std::vector<tensor::Tensor> tensors_;
 };
 
 // Packed state bytes (a multiple of 4) as int32 words. Throws ftcc::Error otherwise.

@@ -27,9 +27,12 @@ class PipelineStrategy final : public ModelParallelStrategy {
   const char* regroup_name() const override { return "layers re-partitioned"; }
 
   void validate(int n, bool /*at_start*/) const override {
-    FTCC_REQUIRE(n <= L_) << "--parallel pp on " << n << " ranks needs at least " << n << " layers; --layers gives "
-                          << L_ << " (one stage per rank, a stage is at least one Linear+activation)";
+    const std::string where = cfg_.parallel == Parallel::dp_pp ? "--pp-size " + std::to_string(n)
+                                                               : "--parallel pp on " + std::to_string(n) + " ranks";
+    FTCC_REQUIRE(n <= L_) << where << " needs at least " << n << " layers; --layers gives " << L_
+                          << " (one stage per rank, a stage is at least one Linear+activation)";
   }
+  int max_split() const override { return L_; }
 
   std::vector<UnitKey> units_of(int n, int r) const override {
     const auto b = partition_layers(costs_, n);
@@ -66,20 +69,51 @@ class PipelineStrategy final : public ModelParallelStrategy {
     for (int l = stage_->first(); l < stage_->last(); ++l) stage_->unpack_layer(l, units.at(l));
   }
 
-  StepShare step(fc::Communicator& c, const std::vector<std::int64_t>& ids, std::int64_t epoch, Pins& pins) override {
+  // The micro-batches of this rank's rows go through the stages in the order of --schedule:
+  // gpipe: every forward, then every backward; 1f1b: stage s runs min(n-1-s, M) forwards, then
+  // one forward and one backward in turn, then the backwards left, so it holds the activations of
+  // at most n-s micro-batches. The backwards run in micro-batch order in both, so each
+  // parameter's gradient is summed in the same order: the same bits. Sends are nonblocking (a
+  // forward and a backward may cross between neighbours) and complete before the step returns.
+  StepShare step(fc::Communicator& c, const std::vector<std::int64_t>& ids, std::int64_t global_rows,
+                 std::int64_t epoch, Pins& pins) override {
     const int me = c.rank(), n = c.size();
     const bool first = me == 0, last = me == n - 1;
     FTCC_CHECK(stage_->first() == units_of(n, me).front().index) << "pp: stage built for another partition";
     const auto B = static_cast<std::int64_t>(ids.size());
-    const double denom = static_cast<double>(B * widths_.back());
+    const double denom = static_cast<double>(global_rows * widths_.back());
     data::Batch b;
     if (first || last) b = td_.train.gather(ids);
     const std::int64_t M = std::min<std::int64_t>(cfg_.micro_batches, B);
     std::vector<tensor::Tensor> ins(static_cast<size_t>(M)), outs(static_cast<size_t>(M));
+    // Sends in flight and the buffers they read. A forward's send to the next stage is complete
+    // once that stage's gradient for the micro-batch is back (it received the activations
+    // before it computed the gradient), so backward(k) waits for it and lets go; the backwards'
+    // sends let go as soon as a test finds them done. Every buffer stays pinned until then.
+    struct InFlight {
+      fc::P2PRequest req;
+      tensor::Tensor buf;
+    };
+    std::vector<InFlight> fwd_sends(static_cast<size_t>(M));
+    std::vector<InFlight> bwd_sends;
+    const auto send = [&](const tensor::Tensor& t, int peer, int tag) {
+      return InFlight{c.isend(pins.keep(t).data(), static_cast<size_t>(t.numel()), fc::DType::f32, peer, tag), t};
+    };
+    const auto done = [&](InFlight& f) {
+      pins.release(f.buf);
+      f.buf = tensor::Tensor();
+    };
+    const auto reap = [&] {
+      std::erase_if(bwd_sends, [&](InFlight& f) {
+        if (!f.req.test()) return false;
+        done(f);
+        return true;
+      });
+    };
     StepShare share;
     stage_->optimizer().zero_grad();
-    // GPipe: every micro-batch forward, then every backward in reverse.
-    for (std::int64_t k = 0; k < M; ++k) {
+    const auto forward = [&](std::int64_t k) {
+      reap();
       const std::int64_t s = k * B / M, e = (k + 1) * B / M;
       tensor::Tensor in;
       if (first) {
@@ -89,37 +123,57 @@ class PipelineStrategy final : public ModelParallelStrategy {
       } else {
         in = pins.keep(tensor::Tensor::empty({e - s, stage_->in_width()}));
         c.recv(in.data(), static_cast<size_t>(in.numel()), fc::DType::f32, me - 1, kForwardTag);
+        pins.release(in);  // received: no operation writes to it any more
         in.requires_grad_(true);
       }
       tensor::Tensor out = stage_->forward(in);
       if (last) {
         out = tensor::mse_loss(out, b.y.rows(s, e), denom);
         share.loss += out.item();
-      } else {
-        c.send(pins.keep(out).data(), static_cast<size_t>(out.numel()), fc::DType::f32, me + 1, kForwardTag);
+      } else {  // the bytes only: pinning `out` itself would keep its graph (the activations) alive
+        fwd_sends[static_cast<size_t>(k)] = send(out.detach(), me + 1, kForwardTag);
       }
       ins[static_cast<size_t>(k)] = in;
       outs[static_cast<size_t>(k)] = out;
-    }
-    for (std::int64_t k = M - 1; k >= 0; --k) {
+    };
+    const auto backward = [&](std::int64_t k) {
+      reap();
       tensor::Tensor& out = outs[static_cast<size_t>(k)];
       if (last) {
         out.backward();
       } else {
         tensor::Tensor grad = pins.keep(tensor::Tensor::empty(out.shape()));
         c.recv(grad.data(), static_cast<size_t>(grad.numel()), fc::DType::f32, me + 1, kBackwardTag);
+        pins.release(grad);
+        InFlight& f = fwd_sends[static_cast<size_t>(k)];
+        f.req.wait();
+        done(f);
         tensor::run_backward(out, grad);
       }
-      if (!first) {
-        const tensor::Tensor gin = pins.keep(ins[static_cast<size_t>(k)].grad());
-        c.send(gin.data(), static_cast<size_t>(gin.numel()), fc::DType::f32, me - 1, kBackwardTag);
-      }
+      if (!first) bwd_sends.push_back(send(ins[static_cast<size_t>(k)].grad(), me - 1, kBackwardTag));
       out = tensor::Tensor();
       ins[static_cast<size_t>(k)] = tensor::Tensor();
+    };
+    if (cfg_.schedule == Schedule::gpipe) {
+      for (std::int64_t k = 0; k < M; ++k) forward(k);
+      for (std::int64_t k = 0; k < M; ++k) backward(k);
+    } else {
+      const std::int64_t warmup = std::min<std::int64_t>(n - 1 - me, M);
+      for (std::int64_t k = 0; k < warmup; ++k) forward(k);
+      for (std::int64_t k = 0; k + warmup < M; ++k) {
+        forward(k + warmup);
+        backward(k);
+      }
+      for (std::int64_t k = M - warmup; k < M; ++k) backward(k);
+    }
+    for (auto& f : bwd_sends) {
+      f.req.wait();
+      done(f);
     }
     share.gradients_finite = all_finite(nn::gradients_of(stage_->params()));
     return share;
   }
+  const nn::NamedTensors& params() const override { return stage_->params(); }
   void apply() override { stage_->optimizer().step(); }
 
  private:

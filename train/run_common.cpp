@@ -319,7 +319,7 @@ TrainSummary TrainSummary::of_run(double final_loss, double last_step_loss, bool
 nlohmann::json TrainSummary::to_json() const {
   nlohmann::json rec = nlohmann::json::array();
   for (const auto& e : recoveries) rec.push_back(e.to_json());
-  return {{"final_loss", final_loss},
+  nlohmann::json j = {{"final_loss", final_loss},
           {"last_step_loss", last_step_loss},
           {"eval_metric", eval_metric},
           {"eval_name", eval_name},
@@ -339,6 +339,11 @@ nlohmann::json TrainSummary::to_json() const {
           {"step_ms", step_ms},
           {"wall_split_s", wall_split_s},
           {"wall_s", wall_s}};
+  if (!grid.empty()) {
+    j["grid"] = grid;
+    j["peak_tensor_bytes"] = peak_tensor_bytes;
+  }
+  return j;
 }
 
 }  // namespace ftcc::train

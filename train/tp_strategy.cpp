@@ -1,5 +1,6 @@
 #include "ftcc/train/tp_strategy.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include "ftcc/base/error.hpp"
@@ -31,14 +32,18 @@ class TensorStrategy final : public ModelParallelStrategy {
                                                   << min_split_width(widths_);
       return;
     }
+    const std::string where = cfg_.parallel == Parallel::dp_tp ? "--tp-size " + std::to_string(n)
+                                                               : "--parallel tp on " + std::to_string(n) + " ranks";
     for (int i = 0; i + 1 < L_; i += 2) {
       const std::int64_t h = widths_[static_cast<size_t>(i) + 1];
-      FTCC_REQUIRE(h % n == 0) << "--parallel tp on " << n << " ranks: the hidden width " << h << " of layers " << i
+      FTCC_REQUIRE(h % n == 0) << where << ": the hidden width " << h << " of layers " << i
                                << "-" << i + 1 << " (column-parallel Linear " << widths_[static_cast<size_t>(i)] << "->"
                                << h << ", row-parallel " << h << "->" << widths_[static_cast<size_t>(i) + 2]
                                << ") is not divisible by " << n;
     }
   }
+
+  int max_split() const override { return static_cast<int>(std::min<std::int64_t>(min_split_width(widths_), 1 << 20)); }
 
   std::vector<UnitKey> units_of(int n, int r) const override { return {{r, n}}; }
 
@@ -85,9 +90,9 @@ class TensorStrategy final : public ModelParallelStrategy {
     slice(f, n, r);
   }
 
-  StepShare step(fc::Communicator& c, const std::vector<std::int64_t>& ids, std::int64_t epoch, Pins& pins) override {
+  StepShare step(fc::Communicator& c, const std::vector<std::int64_t>& ids, std::int64_t global_rows,
+                 std::int64_t epoch, Pins& pins) override {
     check_mine({c.rank(), c.size()});
-    const auto B = static_cast<std::int64_t>(ids.size());
     const int pairs = L_ / 2;
     data::Batch b = td_.train.gather(ids);
     StepShare share;
@@ -121,7 +126,7 @@ class TensorStrategy final : public ModelParallelStrategy {
     t.requires_grad_(true);
     tensor::Tensor out = t;
     if (L_ % 2 == 1) out = tensor::linear(t, param(L_ - 1, "weight"), param(L_ - 1, "bias"));
-    auto loss = tensor::mse_loss(out, b.y, static_cast<double>(B * widths_.back()));
+    auto loss = tensor::mse_loss(out, b.y, static_cast<double>(global_rows * widths_.back()));
     loss.backward();
     tensor::Tensor grad = t.grad();
     for (int j = pairs - 1; j >= 0; --j) {
@@ -138,6 +143,7 @@ class TensorStrategy final : public ModelParallelStrategy {
     share.gradients_finite = all_finite(nn::gradients_of(params_));
     return share;
   }
+  const nn::NamedTensors& params() const override { return params_; }
   void apply() override { opt_->step(); }
 
  private:

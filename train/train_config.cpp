@@ -81,6 +81,9 @@ const std::vector<Field>& fields() {
       field("bucket-mb", &TrainConfig::bucket_mb, kSafe),
       field("overlap", &TrainConfig::overlap, kSafe),  // when the same sums are made, not which
       field("micro-batches", &TrainConfig::micro_batches, kSafe),  // pp's pipeline depth: same batch, same data
+      choice_field("schedule", &TrainConfig::schedule, kSafe),      // the same parameters, bit for bit
+      field("pp-size", &TrainConfig::pp_size, kSafe),               // how the ranks are laid out, not what is computed
+      field("tp-size", &TrainConfig::tp_size, kSafe),
       field("replicas", &TrainConfig::replicas, kSafe),            // in-memory copies only
       field("replicate-every", &TrainConfig::replicate_every, kSafe),
       field("spares", &TrainConfig::spares, kSafe),  // which processes train, not what they compute
@@ -132,6 +135,17 @@ void TrainConfig::validate() const {
   FTCC_REQUIRE(bucket_mb > 0 && bucket_mb <= 1e6) << "--bucket-mb must be in (0, 1e6]";
   FTCC_REQUIRE(metrics_port < 65536) << "--metrics-port must be < 65536";
   FTCC_REQUIRE(micro_batches > 0) << "--micro-batches must be > 0";
+  FTCC_REQUIRE(pp_size >= 0 && tp_size >= 0) << "--pp-size and --tp-size must be >= 1";
+  FTCC_REQUIRE(parallel != Parallel::dp_pp || pp_size >= 1)
+      << "--parallel dp,pp needs --pp-size N: the ranks of each pipeline (dp takes the rest: ranks / N replicas)";
+  FTCC_REQUIRE(parallel != Parallel::dp_tp || tp_size >= 1)
+      << "--parallel dp,tp needs --tp-size N: the ranks of each tensor-parallel group (dp takes the rest)";
+  FTCC_REQUIRE(pp_size == 0 || parallel == Parallel::dp_pp)
+      << "--pp-size is for --parallel dp,pp (--parallel " << choice_name(parallel) << " uses all the ranks)";
+  FTCC_REQUIRE(tp_size == 0 || parallel == Parallel::dp_tp)
+      << "--tp-size is for --parallel dp,tp (--parallel " << choice_name(parallel) << " uses all the ranks)";
+  FTCC_REQUIRE(schedule == Schedule::gpipe || pipeline())
+      << "--schedule 1f1b is a pipeline schedule: for --parallel pp or dp,pp, not " << choice_name(parallel);
   FTCC_REQUIRE(replicas >= 0 && replicate_every > 0) << "--replicas >= 0 and --replicate-every > 0";
   FTCC_REQUIRE(spares >= 0) << "--spares must be >= 0, got " << spares;
   FTCC_REQUIRE(respawns >= 0 && respawns <= 1024) << "--respawn must be in [0, 1024], got " << respawns;
@@ -152,7 +166,8 @@ std::string TrainConfig::canonical() const {
      << " momentum=" << momentum << " weight_decay=" << weight_decay << " seed=" << seed << " device=" << choice_name(device)
      << " deterministic=" << deterministic << " on_failure=" << choice_name(on_failure) << " hang_timeout=" << hang_timeout_s
      << " checkpoint_every=" << checkpoint_every << " resume=" << resume << " init_weights=" << init_weights << " held_out=" << held_out
-     << " bucket_mb=" << bucket_mb << " overlap=" << overlap << " micro_batches=" << micro_batches << " replicas=" << replicas
+     << " bucket_mb=" << bucket_mb << " overlap=" << overlap << " micro_batches=" << micro_batches
+     << " schedule=" << choice_name(schedule) << " pp_size=" << pp_size << " tp_size=" << tp_size << " replicas=" << replicas
      << " replicate_every=" << replicate_every << " spares=" << spares << " respawn=" << respawns << " inject=";
   for (const auto& s : inject) os << s << ';';
   return os.str();

@@ -22,7 +22,13 @@
 namespace ftcc::train {
 
 // The choices of ftcc-train, parsed into enums once (parse_choice); no string compared past it.
-enum class Parallel : std::uint8_t { dp, pp, tp };
+// dp_pp, dp_tp ("dp,pp", "dp,tp"): replicas of a pipeline or of a tensor-parallel group, the
+// gradients summed over the replicas (train/parallel_grid.hpp).
+enum class Parallel : std::uint8_t { dp, pp, tp, dp_pp, dp_tp };
+// The order of a pipeline's micro-batches (--schedule): every forward then every backward (gpipe),
+// or one forward one backward once the pipeline is full (1f1b: at most `stages` micro-batches'
+// activations held per rank). Both give the same parameters, bit for bit.
+enum class Schedule : std::uint8_t { gpipe, one_f_one_b };
 enum class OptimizerKind : std::uint8_t { sgd, adam, adamw };
 enum class OnFailure : std::uint8_t { keep_global_batch, keep_local_batch };
 using nn::Activation;
@@ -32,8 +38,15 @@ using tensor::Device;
 template <class E>
 struct Choices;
 template <> struct Choices<Parallel> {
-  static constexpr std::array<std::pair<Parallel, const char*>, 3> names{
-      {{Parallel::dp, "dp"}, {Parallel::pp, "pp"}, {Parallel::tp, "tp"}}};
+  static constexpr std::array<std::pair<Parallel, const char*>, 5> names{{{Parallel::dp, "dp"},
+                                                                          {Parallel::pp, "pp"},
+                                                                          {Parallel::tp, "tp"},
+                                                                          {Parallel::dp_pp, "dp,pp"},
+                                                                          {Parallel::dp_tp, "dp,tp"}}};
+};
+template <> struct Choices<Schedule> {
+  static constexpr std::array<std::pair<Schedule, const char*>, 2> names{
+      {{Schedule::gpipe, "gpipe"}, {Schedule::one_f_one_b, "1f1b"}}};
 };
 template <> struct Choices<OptimizerKind> {
   static constexpr std::array<std::pair<OptimizerKind, const char*>, 3> names{
@@ -106,6 +119,9 @@ struct TrainConfig {
   double bucket_mb = 25;                      // gradient bucket size
   bool overlap = true;                        // dp on CPU: allreduce buckets while backward runs
   int micro_batches = 4;                      // pipeline micro-batches (pp)
+  Schedule schedule = Schedule::gpipe;        // pipeline schedule (pp, dp,pp)
+  int pp_size = 0;                            // dp,pp: ranks per pipeline (0 with other modes)
+  int tp_size = 0;                            // dp,tp: ranks per tensor-parallel group
   int replicas = 1;                           // buddy replicas (pp/tp)
   int replicate_every = 1;
   int spares = 0;                             // hot spares: the last N processes wait to replace a lost rank
@@ -113,6 +129,14 @@ struct TrainConfig {
 
   // Throws ftcc::InvalidArgument naming the flag and the accepted values.
   void validate() const;
+  // pp or dp,pp: the model is cut into pipeline stages; tp or dp,tp: into tensor-parallel shards.
+  bool pipeline() const { return parallel == Parallel::pp || parallel == Parallel::dp_pp; }
+  bool tensor_parallel() const { return parallel == Parallel::tp || parallel == Parallel::dp_tp; }
+  // The ranks one model replica is cut over on `ranks` ranks: --pp-size / --tp-size for the hybrid
+  // modes, all of them for pp and tp.
+  int model_size(int ranks) const {
+    return parallel == Parallel::dp_pp ? pp_size : parallel == Parallel::dp_tp ? tp_size : ranks;
+  }
   // The settings that must agree across ranks, in a stable text form.
   std::string canonical() const;
   // Every field, keyed by its flag's name without "--" ("batch", "micro-batch").

@@ -77,6 +77,9 @@ TrainConfig non_default() {
   c.replicate_every = 5;
   c.spares = 1;
   c.respawns = 2;
+  c.schedule = Schedule::one_f_one_b;
+  c.pp_size = 2;
+  c.tp_size = 2;
   return c;
 }
 
@@ -121,7 +124,7 @@ TEST(ResumeConfig, AbsentFieldsKeepTheirDefaultsUnknownAreIgnored) {
     TrainConfig::from_json({{"parallel", "xx"}});
     FAIL() << "an unknown --parallel was accepted";
   } catch (const ftcc::InvalidArgument& e) {
-    EXPECT_STREQ(e.what(), "--parallel 'xx': expected dp, pp or tp");
+    EXPECT_STREQ(e.what(), "--parallel 'xx': expected dp, pp, tp, dp,pp or dp,tp");
   }
 }
 
@@ -146,7 +149,7 @@ TEST(ResumeConfig, Classification) {
                                          "device",         "inject",   "hang-timeout", "checkpoint-dir",
                                          "checkpoint-every", "resume", "init-weights", "log-json",     "metrics-port", "metrics-bind",
                                          "quiet",          "log-every", "bucket-mb",   "overlap",      "micro-batches", "replicas",
-                                         "replicate-every", "spares", "respawn"};
+                                         "replicate-every", "spares", "respawn", "schedule", "pp-size", "tp-size"};
   const auto d = by_field(config_differences(base, non_default()));
   ASSERT_EQ(d.size(), unsafe.size() + safe.size());
   for (const auto& f : unsafe) {

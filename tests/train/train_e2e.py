@@ -173,6 +173,45 @@ MP_FAULT_RUNS = [
 ]
 MP_FAULT_CASES = sorted({row[0] for row in MP_FAULT_RUNS})
 
+# Hybrid runs (train/parallel_grid.hpp): replicas of a 2-stage pipeline or a 2-rank tp group.
+HYBRID = {
+    "dp,pp": [*PP_MODEL, "--parallel", "dp,pp", "--pp-size", "2", "--micro-batches", "4"],
+    "dp,tp": [*TP_MODEL, "--parallel", "dp,tp", "--tp-size", "2"],
+}
+# (meson case, mode, ranks, faults, flags, expected, note); expected: ("grid", the grid the
+# survivors end on: in the summary and in the recovery's log line), ("falls back", checkpoint
+# step), ("lost", what the exit-4 line names). Each "grid" run also checks the world, the final
+# loss within 2% of the fault-free run of the same grid, and samples exactly once. On 4 ranks
+# (2 replicas x 2) ranks 0, 1 are replica 0 and ranks 2, 3 replica 1; ranks 1 and 3 hold the
+# same stage or shard. Copies: the other replicas' and the ring buddies within a replica
+# (--replicas, default 1); --replicas 0 leaves only the other replicas.
+HYBRID_FAULT_RUNS = [
+    ("dp_pp_kills", "dp,pp", 4, [kill(1, 20)], [], ("grid", "1 replica x 3 ranks"), "a stage: 3 ranks re-cut one pipeline"),
+    ("dp_pp_kills", "dp,pp", 4, [kill(0, 20)], [], ("grid", "1 replica x 3 ranks"), "rank 0"),
+    ("dp_pp_kills", "dp,pp", 4, [kill(2, 33, "allreduce")], [], ("grid", "1 replica x 3 ranks"),
+     "inside the replicas' gradient allreduce"),
+    ("dp_pp_kills", "dp,pp", 4, [kill(1, 20), kill(2, 20)], [], ("grid", "1 replica x 2 ranks"), "two at once, one per replica"),
+    ("dp_pp_kills", "dp,pp", 4, [kill(2, 20), kill(3, 20)], [], ("grid", "1 replica x 2 ranks"), "a whole replica"),
+    ("dp_pp_kills", "dp,pp", 4, [hang(3, 30)], ["--hang-timeout", "2"], ("grid", "1 replica x 3 ranks"), "fenced by the heartbeat"),
+    ("dp_pp_kills", "dp,pp", 6, [kill(1, 20)], [], ("grid", "2 replicas x 2 ranks, 1 idle"), "fewer replicas, one rank idle"),
+    ("dp_pp_kills", "dp,pp", 6, [kill(1, 20), kill(4, 60)], [], ("grid", "2 replicas x 2 ranks"), "then the idle rank back in"),
+    ("dp_pp_kills", "dp,pp", 4, [kill(1, 25), kill(3, 25)], [], ("grid", "1 replica x 2 ranks"),
+     "the same stage in both replicas: from the buddy copies"),
+    ("dp_pp_double_failure", "dp,pp", 4, [kill(1, 25), kill(3, 25)], ["--replicas", "0", "--checkpoint-every", "10"],
+     ("falls back", 20), "the same stage in both replicas, no buddy copies, with checkpoints"),
+    ("dp_pp_double_failure", "dp,pp", 4, [kill(1, 25), kill(3, 25)], ["--replicas", "0"], ("lost", "layers 2, 3"),
+     "the same stage, no buddy copies, no checkpoint"),
+    ("dp_tp_kills", "dp,tp", 4, [kill(1, 20)], [], ("grid", "1 replica x 3 ranks"), "a shard: 3 ranks re-split one group"),
+    ("dp_tp_kills", "dp,tp", 4, [kill(0, 20)], [], ("grid", "1 replica x 3 ranks"), "rank 0"),
+    ("dp_tp_kills", "dp,tp", 4, [kill(2, 33, "allreduce")], [], ("grid", "1 replica x 3 ranks"), "inside an allreduce"),
+    ("dp_tp_kills", "dp,tp", 4, [kill(0, 20), kill(3, 20)], [], ("grid", "1 replica x 2 ranks"), "two at once, one per replica"),
+    ("dp_tp_kills", "dp,tp", 4, [kill(2, 20), kill(3, 20)], [], ("grid", "1 replica x 2 ranks"), "a whole replica"),
+    ("dp_tp_kills", "dp,tp", 6, [kill(4, 20)], [], ("grid", "1 replica x 5 ranks"), "3 replicas: one group re-split over 5"),
+    ("dp_tp_double_failure", "dp,tp", 4, [kill(1, 25), kill(3, 25)], ["--replicas", "0"], ("lost", "shard(s) 1"),
+     "the same shard, no buddy copies, no checkpoint"),
+]
+HYBRID_FAULT_CASES = sorted({row[0] for row in HYBRID_FAULT_RUNS})
+
 if case == "fault_free_matches_single_process":
     base, _ = run(1, *DIGITS)
     multi = {}
@@ -446,6 +485,20 @@ elif case == "bad_input":
             (2, ["--dataset", "digits", "--layers", "64,96,64,47,10", "--parallel", "tp"],
              "--parallel tp on 2 ranks: the hidden width 47 of layers 2-3"),
             (2, ["--steps", "2", "--resume", "/nonexistent-ckpt"], "--resume '/nonexistent-ckpt': no such folder"),
+            (2, ["--parallel", "dp,pp"], "--parallel dp,pp needs --pp-size N"),
+            (2, ["--parallel", "dp,tp"], "--parallel dp,tp needs --tp-size N"),
+            (2, ["--parallel", "pp", "--pp-size", "2"], "--pp-size is for --parallel dp,pp"),
+            (2, ["--schedule", "1f1b"], "--schedule 1f1b is a pipeline schedule: for --parallel pp or dp,pp, not dp"),
+            (2, ["--schedule", "zigzag"], "--schedule"),
+            (2, ["--parallel", "pp,dp"], "--parallel"),
+            (3, ["--dataset", "digits", "--layers", "64,64,64,10", "--parallel", "dp,pp", "--pp-size", "2"],
+             "--parallel dp,pp on 3 ranks: --pp-size 2 does not divide them"),
+            (2, ["--dataset", "digits", "--layers", "64,64,10", "--parallel", "dp,pp", "--pp-size", "2"],
+             "--pp-size 2 needs at least 2 layers; --layers gives 1"),
+            (4, ["--dataset", "digits", "--layers", "64,96,64,47,10", "--parallel", "dp,tp", "--tp-size", "2"],
+             "--tp-size 2: the hidden width 47 of layers 2-3"),
+            (4, ["--parallel", "dp,pp", "--pp-size", "2", "--layers", "64,64,64,10", "--batch", "1"],
+             "--parallel dp,pp: 2 replicas need a --batch of at least as many rows, got 1"),
             (2, ["--spares", "-1"], "--spares must be >= 0, got -1"),
             (2, ["--spares", "2"], "spares 2: the job has 2 process(es) and at least one must train; use 0 to 1 spares"),
         ]
@@ -812,6 +865,71 @@ elif case == "respawn":
               f"{mode}, kill rank 1, --respawn 1: world {s['world_size_final']}, new processes {got}, SHA-256 "
               f"{s['param_sha256'][:12]} vs fault-free {mref['param_sha256'][:12]}")
         samples_exact(s, 6 * DIGITS_TRAIN, f"{mode} respawn")
+
+elif case == "hybrid_fault_free":
+    # dp,pp and dp,tp: replicas of a pipeline or a tp group, each on its rows of the global batch,
+    # gradients summed over the replicas: the single-process model to float rounding.
+    base, _ = run(1, *PP_MODEL)
+    for name, n, args, grid in (("dp,pp", 4, HYBRID["dp,pp"], "2 replicas x 2 ranks"),
+                                ("dp,pp 1f1b", 4, [*HYBRID["dp,pp"], "--schedule", "1f1b"], "2 replicas x 2 ranks"),
+                                ("dp,pp", 6, [*HYBRID["dp,pp"][:-4], "--pp-size", "3", "--micro-batches", "4"], "2 replicas x 3 ranks"),
+                                ("dp,tp", 4, HYBRID["dp,tp"], "2 replicas x 2 ranks")):
+        ref = base if name.startswith("dp,pp") else run(1, *TP_MODEL)[0]
+        s, _ = run(n, *args)
+        check(s["grid"] == grid and s["world_size_final"] == n, f"{name} on {n} ranks: grid {s['grid']!r}")
+        check(rel(s["final_loss"], ref["final_loss"]) < 1e-3,
+              f"{name} on {n} ranks: final loss {s['final_loss']:.6f} vs single process {ref['final_loss']:.6f}")
+        check(abs(s["eval_metric"] - ref["eval_metric"]) < 0.01, f"{name} on {n} ranks: accuracy {s['eval_metric']:.4f}")
+        samples_exact(s, 6 * DIGITS_TRAIN, f"{name} on {n} ranks")
+    # 1F1B and GPipe: the same parameters, bit for bit (pp and dp,pp), and 1F1B holds fewer
+    # micro-batches' activations: with 16 micro-batches of 64 rows of width 1024 on 4 stages,
+    # GPipe's stage 0 holds all 16 at once, 1F1B's at most 4.
+    for name, n, args in (("pp", 4, [*PP_MODEL, "--parallel", "pp"]), ("dp,pp", 4, HYBRID["dp,pp"])):
+        g, _ = run(n, *args, "--schedule", "gpipe")
+        f, _ = run(n, *args, "--schedule", "1f1b")
+        check(g["param_sha256"] == f["param_sha256"], f"{name}: 1f1b {f['param_sha256'][:12]} vs gpipe {g['param_sha256'][:12]}")
+    wide = ["--dataset", "synthetic:2048:64:8", "--layers", "64,1024,1024,1024,8", "--batch", "1024", "--steps", "4",
+            "--micro-batches", "16", "--parallel", "pp"]
+    g, _ = run(4, *wide, "--schedule", "gpipe")
+    f, _ = run(4, *wide, "--schedule", "1f1b")
+    held = 12 * 2 * 64 * 1024 * 4  # 12 micro-batches fewer, each at least its 64 x 1024 input and output
+    check(g["param_sha256"] == f["param_sha256"], "wide pp: 1f1b and gpipe give the same bits")
+    check(f["peak_tensor_bytes"] + held <= g["peak_tensor_bytes"],
+          f"wide pp: peak tensor bytes 1f1b {f['peak_tensor_bytes']:,} vs gpipe {g['peak_tensor_bytes']:,} "
+          f"(at least {held:,} less)")
+
+elif case in HYBRID_FAULT_CASES:
+    bases = {}
+    for row_case, mode, ranks, faults, flags, expected, note in HYBRID_FAULT_RUNS:
+        if row_case != case:
+            continue
+        what = f"{mode} on {ranks} ranks, " + " and ".join(describe(f) for f in faults) + f" ({note})"
+        args = [*HYBRID[mode], *flags]
+        inject = [a for f in faults for a in ("--inject", f)]
+        if expected[0] == "lost":
+            _, p = run(ranks, *args, *inject, expect_rc=None)
+            check(p.returncode == 4 and "training state lost" in p.stderr and expected[1] in p.stderr
+                  and "in every model replica" in p.stderr,
+                  f"{what}: exit {p.returncode} (expected 4) naming {expected[1]}: " +
+                  next((l for l in p.stderr.splitlines() if "lost" in l), "(no line)")[:200])
+            continue
+        if (mode, ranks) not in bases:
+            bases[(mode, ranks)], _ = run(ranks, *HYBRID[mode])
+        base = bases[(mode, ranks)]
+        with tempfile.TemporaryDirectory() as d:
+            extra = ["--checkpoint-dir", os.path.join(d, "ck")] if expected[0] == "falls back" else []
+            s, p = run(ranks, *args, *inject, *extra)
+        final = ranks - len(faults)
+        check(s["world_size_final"] == final, f"{what}: world {s['world_size_initial']} -> {s['world_size_final']}")
+        if expected[0] == "falls back":
+            check("FALLING BACK TO CHECKPOINT" in p.stderr and f"ckpt-{expected[1]:010d}" in p.stderr,
+                  f"{what}: falls back to the step-{expected[1]} checkpoint")
+        else:
+            check(s["grid"] == expected[1] and expected[1] in p.stderr,
+                  f"{what}: grid {s['grid']!r} (expected {expected[1]!r}), said in the log")
+        check(rel(s["final_loss"], base["final_loss"]) < 0.02,
+              f"{what}: final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
+        samples_exact(s, 6 * DIGITS_TRAIN, what)
 
 else:
     sys.exit(f"unknown case {case}")
