@@ -131,7 +131,7 @@ class Driver {
   // sub-groups of c (comm/subgroup_transport.hpp): a revoke of c reaches them, and they carry c's
   // fault hook (injected faults fire in their collectives too).
   void form_grid(fc::Communicator& c) {
-    grid_ = choose_grid(c.size(), model_size_, s_->max_split(), cfg_.batch);
+    grid_ = choose_grid(c.size(), model_size_, s_->max_split(), cfg_.batch, cfg_.pipeline() ? cfg_.micro_batches : 0);
     model_.reset();
     dp_.reset();
     const int me = c.rank();

@@ -29,16 +29,30 @@ std::string ParallelGrid::describe() const {
   return s;
 }
 
-ParallelGrid choose_grid(int ranks, int model_size, int max_model, std::int64_t batch) {
-  FTCC_CHECK(ranks >= 1 && max_model >= 1 && model_size >= 1 && batch >= 1)
-      << "choose_grid(" << ranks << ", " << model_size << ", " << max_model << ", " << batch << ")";
+ParallelGrid choose_grid(int ranks, int model_size, int max_model, std::int64_t batch, std::int64_t micro_batches) {
+  FTCC_CHECK(ranks >= 1 && max_model >= 1 && model_size >= 1 && batch >= 1 && micro_batches >= 0)
+      << "choose_grid(" << ranks << ", " << model_size << ", " << max_model << ", " << batch << ", " << micro_batches << ")";
   // No rank holds more of the model than the user asked for: models of at least model_size ranks
   // (fewer only when fewer ranks or cuts are left, then as many as there are).
   const int lo = std::min({model_size, ranks, max_model}), hi = std::min(ranks, max_model);
+  // The useful work of a grid as a fraction num / den: its busy ranks, times a pipeline's share
+  // of time not in the bubble, M / (M + m - 1) for M micro-batches over m stages.
+  const auto score = [&](int m, int d) -> std::pair<std::int64_t, std::int64_t> {
+    const std::int64_t busy = static_cast<std::int64_t>(m) * d;
+    if (micro_batches == 0) return {busy, 1};
+    const std::int64_t M = std::min(micro_batches, batch / d);
+    return {busy * M, M + m - 1};
+  };
   ParallelGrid best{ranks, lo, 0};
+  std::pair<std::int64_t, std::int64_t> best_score{0, 1};
   for (int m = lo; m <= hi; ++m) {
     const int d = static_cast<int>(std::min<std::int64_t>(ranks / m, batch));
-    if (m * d > best.active()) best = ParallelGrid{ranks, m, d};
+    if (d < 1) continue;
+    const auto sc = score(m, d);
+    if (sc.first * best_score.second > best_score.first * sc.second) {
+      best = ParallelGrid{ranks, m, d};
+      best_score = sc;
+    }
   }
   return best;
 }

@@ -8,15 +8,18 @@
 // recovery. Replica k trains on the rows [k B / replicas, (k+1) B / replicas) of each global batch
 // of B rows; the gradients of each position are summed over the replicas.
 //
-// choose_grid(ranks, model_size, max_model, batch): the grid over `ranks` ranks that keeps the most
-// ranks busy (model x replicas, model <= max_model, replicas <= batch), with models cut over at
-// least model_size ranks (no rank holds more of the model than the user asked for; fewer only
-// when fewer ranks or cuts are left, then over as many as there are); among equals the smallest
-// model. It depends on nothing else, so every rank (a spare or a respawned process too) computes
-// the same grid. At the start (ranks a multiple of model_size) it is ranks / model_size replicas of
-// model_size ranks; after a failure it is either fewer replicas of the same cut or replicas cut
-// over more ranks, whichever keeps more ranks busy (the throughput of a replica grows with its
-// ranks, up to the pipeline bubble and tp's allreduces: docs/model-parallel.md has the figures).
+// choose_grid(ranks, model_size, max_model, batch, micro_batches): the grid over `ranks` ranks
+// that does the most useful work, with models cut over at least model_size ranks (no rank holds
+// more of the model than the user asked for; fewer only when fewer ranks or cuts are left, then
+// over as many as there are), model <= max_model and replicas <= batch. Useful work: the busy
+// ranks (model x replicas), times, for a pipeline (micro_batches > 0), the share of its time
+// outside the bubble, M / (M + model - 1) with M = min(micro_batches, rows per replica). For tp
+// (micro_batches = 0) it is the busy ranks alone: the cost of tp's per-layer allreduces over a
+// wider group depends on the machine and is not modelled. Among equals the smallest model. It
+// depends on nothing else, so every rank (a spare or a respawned process too) computes the same
+// grid. At the start (ranks a multiple of model_size) it is ranks / model_size replicas of
+// model_size ranks; after a failure, fewer replicas of the same cut or replicas cut over more
+// ranks, whichever scores higher (docs/model-parallel.md has worked cases and figures).
 #pragma once
 
 #include <cstdint>
@@ -44,6 +47,6 @@ struct ParallelGrid {
 };
 
 // Throws ftcc::Error when no grid exists (max_model < 1 or ranks < 1).
-ParallelGrid choose_grid(int ranks, int model_size, int max_model, std::int64_t batch);
+ParallelGrid choose_grid(int ranks, int model_size, int max_model, std::int64_t batch, std::int64_t micro_batches = 0);
 
 }  // namespace ftcc::train

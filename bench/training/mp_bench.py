@@ -3,16 +3,21 @@
 model and rank counts, state bytes per rank with and without replicas, and the recovery-time
 breakdown of one kill. Not a test (no pass/fail); run by hand:
 
-    bench/training/mp_bench.py BUILD_DIR [--repeat 3] [--sections throughput,memory,recovery]
+    bench/training/mp_bench.py BUILD_DIR [--repeat 3] [--sections throughput,memory,recovery,hybrid]
 
 Every figure is the median over --repeat runs of FTCC_SUMMARY's samples_per_s (samples over the
-whole run's wall time, start-up included) or of the recovery event's phases.
+whole run's wall time, start-up included) or of the recovery event's phases. The hybrid section
+runs every mode (dp, pp with GPipe and 1F1B, tp, dp x pp, dp x tp) on one 8-layer model on 4 and
+8 ranks: steady samples/s (FTCC_SUMMARY's step_samples_per_s), the largest rank's peak bytes of
+tensor storage over the steps (peak_tensor_bytes: data, model, optimizer, activations), and the
+recovery of a kill of rank 1 at step 10 (total_ms of the recovery event, and the grid after it).
 """
 import json, os, re, statistics, subprocess, sys
 
 build = sys.argv[1]
 repeat = int(sys.argv[sys.argv.index("--repeat") + 1]) if "--repeat" in sys.argv else 3
-sections = (sys.argv[sys.argv.index("--sections") + 1] if "--sections" in sys.argv else "throughput,memory,recovery").split(",")
+sections = (sys.argv[sys.argv.index("--sections") + 1] if "--sections" in sys.argv
+            else "throughput,memory,recovery,hybrid").split(",")
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 run_cmd = os.path.join(root, "tools", "ftcc-run")
 train = os.path.join(build, "tools", "ftcc-train")
@@ -70,3 +75,27 @@ if "recovery" in sections:
         med = {k: statistics.median(e[k] for e in evs) for k in ("detect_ms", "revoke_ms", "shrink_ms", "agree_ms", "resync_ms", "total_ms")}
         print(f"| {name} | {par} | rank 1 at step 10 | " + " | ".join(f"{med[k]:.1f}" for k in
               ("detect_ms", "revoke_ms", "shrink_ms", "agree_ms", "resync_ms", "total_ms")) + " |")
+
+if "hybrid" in sections:
+  # 8 linear layers (pp cuts at most 8 stages), hidden widths divisible by 8 (tp's even split).
+  model = ["--dataset", "synthetic:4096:256:16", "--layers", "256," + "512," * 7 + "16", "--batch", "256",
+           "--steps", "40", "--lr", "0.01"]
+  modes = [("dp", ["--parallel", "dp"]),
+           ("pp gpipe", ["--parallel", "pp", "--micro-batches", "8", "--schedule", "gpipe"]),
+           ("pp 1f1b", ["--parallel", "pp", "--micro-batches", "8", "--schedule", "1f1b"]),
+           ("tp", ["--parallel", "tp"]),
+           ("dp x pp (pp 2, 1f1b)", ["--parallel", "dp,pp", "--pp-size", "2", "--micro-batches", "8", "--schedule", "1f1b"]),
+           ("dp x tp (tp 2)", ["--parallel", "dp,tp", "--tp-size", "2"])]
+  print()
+  print("| mode | ranks | grid | samples/s (steady) | peak tensor MB (largest rank) | recovery ms (kill rank 1 at step 10) | grid after |")
+  print("|---|---|---|---|---|---|---|")
+  for n in (4, 8):
+    for name, par in modes:
+      runs = [run(n, *model, *par)[0] for _ in range(repeat)]
+      kills = [run(n, *model, *par, "--inject", "kill:rank=1:step=10")[0] for _ in range(repeat)]
+      sps = statistics.median(r["step_samples_per_s"] for r in runs)
+      peak = statistics.median(r.get("peak_tensor_bytes", 0) for r in runs) / 1e6
+      rec = statistics.median(k["recoveries"][0]["total_ms"] for k in kills)
+      grid, after = runs[0].get("grid", f"{n} ranks"), kills[0].get("grid", f"{n - 1} ranks")
+      print(f"| {name} | {n} | {grid} | {sps:,.0f} | {peak:.1f} | {rec:.0f} | {after} |" if peak
+            else f"| {name} | {n} | {grid} | {sps:,.0f} | - | {rec:.0f} | {after} |", flush=True)

@@ -57,9 +57,23 @@ TEST(ParallelGrid, AfterAFailure) {
   EXPECT_EQ(choose_grid(2, 4, 5, 64), (ParallelGrid{2, 2, 1}));
 }
 
+TEST(ParallelGrid, APipelineCountsItsBubble) {
+  // 4 x 2 stages, one lost, 8 micro-batches: 3 replicas of 2 stages (6 busy, bubble 1/9: 5.33)
+  // rather than one pipeline of 7 (7 busy, bubble 6/14: 4); a tp group has no bubble: 7 busy.
+  EXPECT_EQ(choose_grid(7, 2, 8, 256, 8), (ParallelGrid{7, 2, 3}));
+  EXPECT_EQ(choose_grid(7, 2, 8, 256), (ParallelGrid{7, 7, 1}));
+  // 2 x 2, one lost, 4 micro-batches: one pipeline of 3 (3 x 4/6 = 2) beats one of 2 (2 x 4/5).
+  EXPECT_EQ(choose_grid(3, 2, 5, 64, 4), (ParallelGrid{3, 3, 1}));
+  // The micro-batches are at most a replica's rows: 2 x 2 over a batch of 2 rows...
+  EXPECT_EQ(choose_grid(4, 2, 4, 2, 8), (ParallelGrid{4, 2, 2}));
+  // ...and at the start the asked grid scores highest whatever the micro-batches.
+  for (std::int64_t mb : {1, 2, 4, 16}) EXPECT_EQ(choose_grid(8, 2, 8, 64, mb), (ParallelGrid{8, 2, 4})) << mb;
+}
+
 TEST(ParallelGrid, RefusesNonsense) {
   EXPECT_THROW(choose_grid(0, 2, 5, 64), ftcc::Error);
   EXPECT_THROW(choose_grid(4, 2, 0, 64), ftcc::Error);
+  EXPECT_THROW(choose_grid(4, 2, 4, 64, -1), ftcc::Error);
 }
 
 }  // namespace
