@@ -60,10 +60,10 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
                  "dp (data parallel); pp and tp: model parallel; dp,pp and dp,tp: replicas of a pipeline or "
                  "tensor-parallel group (--pp-size / --tp-size ranks each)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"dp", "pp", "tp", "dp,pp", "dp,tp"}));
+      ->type_name("dp|pp|tp|dp,pp|dp,tp");  // checked by parse_choice (CLI11's set would print "{dp,pp,tp,dp,pp,dp,tp}")
   app.add_option("--pp-size", c.pp_size, "--parallel dp,pp: ranks per pipeline (the ranks must be a multiple)");
   app.add_option("--tp-size", c.tp_size, "--parallel dp,tp: ranks per tensor-parallel group (the ranks must be a multiple)");
-  app.add_option("--schedule", t.schedule, "pipeline schedule (pp, dp,pp): gpipe | 1f1b")
+  app.add_option("--schedule", t.schedule, "pipeline schedule (pp, dp,pp): gpipe (every forward, then every backward) | 1f1b (one forward, one backward: at most depth micro-batches held); the same parameters")
       ->check(CLI::IsMember({"gpipe", "1f1b"}))
       ->capture_default_str();
   app.add_option("--layers", c.layers, "layer widths, input first, output last (e.g. 64,64,10)")->delimiter(',');
@@ -107,8 +107,8 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
   app.add_flag("--overlap,!--no-overlap", c.overlap,
                "dp on CPU: allreduce each gradient bucket as soon as backward has produced it (default), or "
                "all buckets after backward (--no-overlap, to measure what overlap hides)");
-  app.add_option("--micro-batches", c.micro_batches, "pipeline micro-batches (--parallel pp)")->capture_default_str();
-  app.add_option("--replicas", c.replicas, "buddy replicas of each rank's state (pp/tp)")->capture_default_str();
+  app.add_option("--micro-batches", c.micro_batches, "pipeline micro-batches (--parallel pp, dp,pp)")->capture_default_str();
+  app.add_option("--replicas", c.replicas, "buddy replicas of each rank's state (pp/tp, within each model replica)")->capture_default_str();
   app.add_option("--replicate-every", c.replicate_every, "refresh the buddy replicas every N steps (pp/tp)")->capture_default_str();
   app.add_option("--spares", c.spares,
                  "hot spares: the last N processes of the job train nothing until a rank is lost, then one "
