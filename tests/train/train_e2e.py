@@ -11,7 +11,7 @@ Tolerances:
     trajectory is the fault-free one up to rounding: within 2%;
   * --deterministic: bitwise, compared by SHA-256 of the parameters.
 """
-import hashlib, json, os, shutil, subprocess, sys, tempfile
+import hashlib, json, os, re, shlex, shutil, subprocess, sys, tempfile
 
 build, case = sys.argv[1], sys.argv[2]
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -930,6 +930,28 @@ elif case in HYBRID_FAULT_CASES:
         check(rel(s["final_loss"], base["final_loss"]) < 0.02,
               f"{what}: final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
         samples_exact(s, 6 * DIGITS_TRAIN, what)
+
+elif case == "model_parallel_doc_commands":
+    # Every ftcc-run command of docs/model-parallel.md's sh blocks, as printed (build/ is the build
+    # folder): exit 0, one summary, and for a command with --inject a recovery of the named rank.
+    text = open(os.path.join(root, "docs", "model-parallel.md")).read()
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        for cmd in re.sub(r"\\\n\s*", " ", block).splitlines():
+            if cmd.startswith("tools/ftcc-run "):
+                commands.append(cmd)
+    check(len(commands) >= 5, f"{len(commands)} ftcc-run commands in docs/model-parallel.md")
+    for cmd in commands:
+        argv = shlex.split(cmd)
+        argv = [os.path.join(root, a) if a == "tools/ftcc-run" else a.replace("build/", build + "/", 1)
+                if a.startswith("build/") else a for a in argv]
+        p = subprocess.run([*argv, "--quiet", *FT_OPT], capture_output=True, text=True, timeout=180)
+        sums = [l for l in p.stdout.splitlines() if l.startswith("FTCC_SUMMARY ")]
+        ok = p.returncode == 0 and len(sums) == 1
+        if ok and "--inject" in argv:
+            s = json.loads(sums[0][len("FTCC_SUMMARY "):])
+            ok = len(s.get("recoveries", [])) == 1 and s["world_size_final"] == s["world_size_initial"] - 1
+        check(ok, f"docs/model-parallel.md: {cmd[:110]}: exit {p.returncode}" + ("" if ok else p.stderr[-800:]))
 
 else:
     sys.exit(f"unknown case {case}")
