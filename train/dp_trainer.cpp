@@ -267,6 +267,8 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     g.set_committed_step(p.step - 1);
     timer.end_step();
   };
+  std::int64_t peak = 0;
+  tensor::reset_peak_cpu_tensor_memory();  // the steps' peak: data, model, optimizer, activations
   recovery::run_step_loop(g, {
       .done = [&] { return done(); },
       .step = [&] { return p.step; },
@@ -284,6 +286,8 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
       // The final figures, each rank on its share of the data (a failure here is recovered too).
       .finish =
           [&] {
+            peak = static_cast<std::int64_t>(tensor::cpu_tensor_memory().peak);
+            fc::allreduce(g.comm(), fc::kInPlace, &peak, 1, fc::DType::i64, fc::ReduceOp::max);
             const auto t_eval = Clock::now();
             figures = evaluate_split(g.comm(), *model, td.train, td.test, td.classification, dev);
             evaluation_s = seconds_since(t_eval);
@@ -294,6 +298,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
                                         p.cursor.epoch, n0, g, p.tally(), sampler->expected_tally(p.cursor),
                                         to_hex(sha256_of(params)), t_start);
   s.step_samples_per_s = report.steady_samples_per_s();
+  s.peak_tensor_bytes = peak;
   s.step_ms = timer.to_json();
   // Where the whole run's time went (rank 0's clock): set-up (data included) | steps | evaluation.
   s.wall_split_s = {{"setup", setup_s}, {"data", data_s}, {"evaluation", evaluation_s},

@@ -339,10 +339,8 @@ nlohmann::json TrainSummary::to_json() const {
           {"step_ms", step_ms},
           {"wall_split_s", wall_split_s},
           {"wall_s", wall_s}};
-  if (!grid.empty()) {
-    j["grid"] = grid;
-    j["peak_tensor_bytes"] = peak_tensor_bytes;
-  }
+  j["peak_tensor_bytes"] = peak_tensor_bytes;
+  if (!grid.empty()) j["grid"] = grid;
   return j;
 }
 
