@@ -6,9 +6,9 @@
 //
 // members: distinct ranks of the parent, in the order that gives their ranks in the sub-group;
 // the parent's own rank must be one of them. Messages go over the parent's endpoint (a clone:
-// the same MPI communicator), so a revoke of the parent reaches every sub-group at once, and a
-// failure reports the parent's ranks (ProcessFailed lists ranks of the parent, not of the
-// sub-group). Tags: a Communicator uses the lower half of its transport's tag space
+// the same MPI communicator), so a revoke of the parent reaches every sub-group at once. A
+// ProcessFailed lists ranks of the parent (MPI reports them); a Timeout names the peer by its
+// rank in the sub-group (parent_rank() translates). Tags: a Communicator uses the lower half of its transport's tag space
 // (Communicator::tags_used); a sub-group's tags are mapped into the upper half, so its messages
 // never match the parent's. Two sub-groups of one parent may share a pair of ranks only if they
 // never have messages in flight between that pair at the same time (the rows and columns of a

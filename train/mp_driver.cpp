@@ -84,8 +84,9 @@ class Driver {
         .finish =
             [&] {
               fc::Communicator& c = g_.comm();
-              peak = static_cast<std::int64_t>(tensor::cpu_tensor_memory().peak);
-              fc::allreduce(c, fc::kInPlace, &peak, 1, fc::DType::i64, fc::ReduceOp::max);
+              auto& most = *pins_.keep(std::make_shared<std::int64_t>(tensor::cpu_tensor_memory().peak));
+              fc::allreduce(c, fc::kInPlace, &most, 1, fc::DType::i64, fc::ReduceOp::max);
+              peak = most;
               gather_full(c);
               final = final_metrics(c, c.rank() == 0 ? full_.model.get() : nullptr, td_.train, td_.test,
                                     td_.classification);
@@ -97,7 +98,7 @@ class Driver {
     sum.step_samples_per_s = report.steady_samples_per_s();
     sum.grid = grid_.describe();
     sum.peak_tensor_bytes = peak;
-    if (!cfg_.quiet)
+    if (!cfg_.quiet && model_)  // an idle rank (a spare that found no place in the grid) holds no part
       log_.note(std::string(s_->name()) + ": state " + std::to_string(s_->state_bytes()) +
                 " B, replica/snapshot store " + std::to_string(store_.bytes()) + " B on rank 0");
     log_.finish(sum.to_json());
@@ -168,22 +169,29 @@ class Driver {
   // One step; returns the step's loss. Commit point: the allreduce of the loss, the non-finite
   // verdicts and the rows fed, after which every rank takes its optimizer step.
   double train_step(fc::Communicator& c, ProgressReporter& report) {
+    // An idle rank holds no part: its copies go once the recovery that made it idle is over (inside
+    // the hook they may still be needed by a retry after a further failure).
+    if (!model_) store_.clear();
     const auto ids = sampler_.batch(p_.cursor);
     StepShare share;
     if (model_) {  // this replica's rows; the gradients summed over the replicas
       const auto [b, e] = grid_.rows_of(grid_.replica_of(c.rank()), static_cast<std::int64_t>(ids.size()));
       const std::vector<std::int64_t> rows(ids.begin() + b, ids.begin() + e);
       share = s_->step(*model_, rows, static_cast<std::int64_t>(ids.size()), p_.cursor.epoch, pins_);
-      if (dp_)
+      if (dp_)  // in place: pinned, as an interrupted allreduce may still write to them (Pins)
         for (const auto& [name, t] : s_->params()) {
-          tensor::Tensor g = t.grad();
+          const tensor::Tensor g = t.grad();
+          pins_.keep(g);
           fc::allreduce(*dp_, fc::kInPlace, g.data(), static_cast<std::size_t>(g.numel()), fc::DType::f32,
                         fc::ReduceOp::sum);
         }
     }
-    double stats[2 + data::SampleTally::kDoubles] = {share.loss, share.gradients_finite ? 0.0 : 1.0};
+    auto& sums = *pins_.keep(std::make_shared<std::vector<double>>(2 + data::SampleTally::kDoubles));
+    double* stats = sums.data();
+    stats[0] = share.loss;
+    stats[1] = share.gradients_finite ? 0.0 : 1.0;
     share.fed.to_doubles(stats + 2);
-    fc::allreduce(c, fc::kInPlace, stats, std::size(stats), fc::DType::f64, fc::ReduceOp::sum);
+    fc::allreduce(c, fc::kInPlace, stats, sums.size(), fc::DType::f64, fc::ReduceOp::sum);
     require_finite(stats[0], stats[1] == 0.0, p_.step, cfg_);
     const auto tally = data::SampleTally::from_doubles(stats + 2);
     FTCC_CHECK(tally.count == static_cast<std::int64_t>(ids.size()))
@@ -204,8 +212,9 @@ class Driver {
         log_.checkpoint(p_.step, ckpt_->save(info, *full_.model, *full_.opt));
       }
     }
-    pins_.completed();
-    return stats[0];
+    const double loss = sums[0];
+    pins_.completed();  // frees sums too
+    return loss;
   }
 
   // Snapshot this rank's units at the current step, send them to the next --replicas ranks of its
@@ -323,7 +332,7 @@ class Driver {
     const std::string over = " over " + std::to_string(m) + " ranks (" + grid_.describe() + ")";
     if (plan.step >= 0) {
       const auto t_move = Clock::now();
-      std::int64_t got = 0;
+      auto& got = *pins_.keep(std::make_shared<std::int64_t>(0));
       std::map<int, Bytes> units = move_units(c, plan, holdings, got);
       if (!ev.joined.empty()) {  // bytes the restore moved between ranks (newcomers' parts, re-split pieces), summed
         fc::allreduce(c, fc::kInPlace, &got, 1, fc::DType::i64, fc::ReduceOp::sum);
@@ -334,7 +343,6 @@ class Driver {
       const TrainProgress restored = agree_progress(c, at == recorded_.end() ? nullptr : &at->second, plan.step);
       if (model_) s_->rebuild(m, position(), plan.of, units);
       store_.drop_after(plan.step);
-      if (!model_) store_.clear();  // an idle rank holds no part
       recorded_.erase(recorded_.upper_bound(plan.step), recorded_.end());
       p_ = restored;
       log_.note(std::string(s_->name()) + ": lost rank(s) " + failed + "; " + std::to_string(plan.of) + " " +

@@ -884,7 +884,8 @@ elif case == "hybrid_fault_free":
     # 1F1B and GPipe: the same parameters, bit for bit (pp and dp,pp), and 1F1B holds fewer
     # micro-batches' activations: with 16 micro-batches of 64 rows of width 1024 on 4 stages,
     # GPipe's stage 0 holds all 16 at once, 1F1B's at most 4.
-    for name, n, args in (("pp", 4, [*PP_MODEL, "--parallel", "pp"]), ("dp,pp", 4, HYBRID["dp,pp"])):
+    for name, n, args in (("pp", 4, [*PP_MODEL, "--parallel", "pp"]), ("dp,pp", 4, HYBRID["dp,pp"]),
+                          ("pp, 2 micro-batches on 4 stages", 4, [*PP_MODEL, "--parallel", "pp", "--micro-batches", "2"])):
         g, _ = run(n, *args, "--schedule", "gpipe")
         f, _ = run(n, *args, "--schedule", "1f1b")
         check(g["param_sha256"] == f["param_sha256"], f"{name}: 1f1b {f['param_sha256'][:12]} vs gpipe {g['param_sha256'][:12]}")
@@ -930,6 +931,26 @@ elif case in HYBRID_FAULT_CASES:
         check(rel(s["final_loss"], base["final_loss"]) < 0.02,
               f"{what}: final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
         samples_exact(s, 6 * DIGITS_TRAIN, what)
+    if case == "dp_pp_double_failure":
+        # A hot spare the re-formed grid leaves idle: 2 x 2 stages of a 2-layer model plus a spare;
+        # ranks 2 and 3 die together, the spare takes place 2, place 3 goes: 3 ranks, and a 2-layer
+        # model cuts over at most 2, so the spare is idle. Not --quiet: the end-of-run notes run too.
+        small = [*PP_MODEL[:2], "--layers", "64,64,10", *PP_MODEL[4:], "--parallel", "dp,pp", "--pp-size", "2"]
+        base, _ = run(4, *small)
+        what = "dp,pp 2 x 2 + 1 spare, ranks 2 and 3 killed at step 20 (the spare idle)"
+        p = subprocess.run([run_cmd, "-n", "5", train, *FT_OPT, *small, "--spares", "1", "--inject", "kill:rank=2:step=20",
+                            "--inject", "kill:rank=3:step=20"], capture_output=True, text=True, timeout=120)
+        sums = [json.loads(l[len("FTCC_SUMMARY "):]) for l in p.stdout.splitlines() if l.startswith("FTCC_SUMMARY ")]
+        s = sums[0] if len(sums) == 1 else {}
+        # (A crash after the summary would still exit 0, by the exit-status rule: hence "crashed".)
+        ok = p.returncode == 0 and "crashed" not in p.stderr
+        check(ok and s.get("world_size_final") == 3 and s.get("grid") == "1 replica x 2 ranks, 1 idle",
+              f"{what}: exit {p.returncode}, no rank crashed, world {s.get('world_size_final')}, grid {s.get('grid')!r}" +
+              ("" if ok else p.stderr[-1500:]))
+        if s:
+            check(rel(s["final_loss"], base["final_loss"]) < 0.02,
+                  f"{what}: final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
+            samples_exact(s, 6 * DIGITS_TRAIN, what)
 
 elif case == "model_parallel_doc_commands":
     # Every ftcc-run command of docs/model-parallel.md's sh blocks, as printed (build/ is the build
