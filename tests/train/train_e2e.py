@@ -207,6 +207,8 @@ HYBRID_FAULT_RUNS = [
     ("dp_tp_kills", "dp,tp", 4, [kill(0, 20), kill(3, 20)], [], ("grid", "1 replica x 2 ranks"), "two at once, one per replica"),
     ("dp_tp_kills", "dp,tp", 4, [kill(2, 20), kill(3, 20)], [], ("grid", "1 replica x 2 ranks"), "a whole replica"),
     ("dp_tp_kills", "dp,tp", 6, [kill(4, 20)], [], ("grid", "1 replica x 5 ranks"), "3 replicas: one group re-split over 5"),
+    ("dp_tp_double_failure", "dp,tp", 4, [kill(1, 25), kill(3, 25)], ["--replicas", "0", "--checkpoint-every", "10"],
+     ("falls back", 20), "the same shard in both replicas, no buddy copies, with checkpoints"),
     ("dp_tp_double_failure", "dp,tp", 4, [kill(1, 25), kill(3, 25)], ["--replicas", "0"], ("lost", "shard(s) 1"),
      "the same shard, no buddy copies, no checkpoint"),
 ]
