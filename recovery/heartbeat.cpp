@@ -575,4 +575,12 @@ bool Heartbeat::process_gone(int pid, std::uint64_t start_time) {
   return start != start_time || state == 'Z' || state == 'X';
 }
 
+bool Heartbeat::wait_process_gone(int pid, std::uint64_t start_time, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    if (process_gone(pid, start_time)) return true;
+    if (pid <= 0 || start_time == 0 || std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
 }  // namespace ftcc::recovery

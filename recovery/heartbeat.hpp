@@ -127,6 +127,9 @@ class Heartbeat {
   // there is no such pid, another process has it, or it is a zombie. False when alive (stopped
   // included) or when /proc cannot be read (that confirms nothing).
   static bool process_gone(int pid, std::uint64_t start_time);
+  // process_gone, asked again every few milliseconds until it says yes or `deadline` passes: a
+  // process just sent SIGKILL (a fenced rank, SIGSTOPped or not) dies a moment later, not at once.
+  static bool wait_process_gone(int pid, std::uint64_t start_time, std::chrono::steady_clock::time_point deadline);
   // This host's identity: "hostname/<hash of boot id, pid and network namespaces>". Two ranks can
   // fence each other (kill) only when it is equal.
   static std::string host_identity();

@@ -574,12 +574,16 @@ bool ResilientGroup::agree_on_table(const std::vector<int>& before, RecoveryCloc
   // A rank whose allgather failed revokes (so nobody waits for it there) and contributes 0.
   bool have_table = true;
   try {
-    // The deaths this rank can confirm: lost ranks on its own host whose process is gone.
+    // The deaths this rank can confirm: lost ranks on its own host whose process is gone. A rank
+    // fenced a moment ago (SIGKILL) may not have died yet, on a loaded machine: each gets until a
+    // shared deadline of kConfirmWait to go (a live one, never killed, costs that wait once).
+    constexpr auto kConfirmWait = std::chrono::milliseconds(500);
+    const auto confirm_by = std::chrono::steady_clock::now() + kConfirmWait;
     std::vector<int> confirmed;
     const std::string& my_host = peer(my_original_rank_).host_id;
     for (int r : lost_since(before)) {
       const PeerAddress& p = peer(r);
-      if (p.host_id == my_host && Heartbeat::process_gone(p.pid, p.start_time)) confirmed.push_back(r);
+      if (p.host_id == my_host && Heartbeat::wait_process_gone(p.pid, p.start_time, confirm_by)) confirmed.push_back(r);
     }
     const std::int64_t flags = comm_ && hooks_.empty() ? AgreedTable::kEnding : 0;
     table.gather(pool(), table.row_of(my_original_rank_, committed_step_, clock.notice_wall_ns,

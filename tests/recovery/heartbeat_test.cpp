@@ -367,8 +367,12 @@ TEST(Heartbeat, ProcessGoneConfirmsOnlyDeaths) {
   }, 2000ms));
   EXPECT_FALSE(fr::Heartbeat::process_gone(child, start)) << "stopped is alive (a hang, not a death)";
   EXPECT_TRUE(fr::Heartbeat::process_gone(child, start + 1)) << "another process under the same pid";
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(fr::Heartbeat::wait_process_gone(child, start, t0 + 50ms)) << "a stopped process does not die by waiting";
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 50ms);
+  // Fencing: SIGKILL of a stopped process, confirmed at once (the process dies a moment later).
   kill(child, SIGKILL);
-  ASSERT_TRUE(wait_until([&] { return fr::Heartbeat::process_gone(child, start); }, 2000ms)) << "zombie";
+  ASSERT_TRUE(fr::Heartbeat::wait_process_gone(child, start, std::chrono::steady_clock::now() + 2000ms)) << "zombie";
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(fr::Heartbeat::process_gone(child, start)) << "reaped";
