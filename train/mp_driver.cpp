@@ -162,7 +162,7 @@ class Driver {
       log_.note("initial weights from " + cfg_.init_weights + " (fresh optimizer state)");
     }
     g_.set_committed_step(p_.step - 1);
-    replicate(c);
+    replicate();
     pins_.completed();
   }
 
@@ -202,7 +202,7 @@ class Driver {
     p_.cursor = sampler_.next(p_.cursor);
     ++p_.step;
     g_.set_committed_step(p_.step - 1);
-    if (p_.step % cfg_.replicate_every == 0) replicate(c);
+    if (p_.step % cfg_.replicate_every == 0) replicate();
     if (ckpt_ && cfg_.checkpoint_every > 0 && p_.step % cfg_.checkpoint_every == 0) {
       gather_full(c);
       if (c.rank() == 0) {
@@ -220,7 +220,7 @@ class Driver {
   // Snapshot this rank's units at the current step, send them to the next --replicas ranks of its
   // replica (ring) and keep theirs. With several replicas, the other replicas' snapshots of the
   // same units are copies too (--replicas 0 relies on them alone).
-  void replicate(fc::Communicator& c) {
+  void replicate() {
     recorded_[p_.step] = p_;
     if (model_) {
       fc::Communicator& mc = *model_;
@@ -256,7 +256,6 @@ class Driver {
         }
       }
     }
-    (void)c;
     store_.keep_newest(2);
     const std::int64_t oldest = store_.oldest();
     std::erase_if(recorded_, [&](const auto& e) { return oldest >= 0 && e.first < oldest; });
@@ -321,11 +320,11 @@ class Driver {
   void recover(recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) {
     pins_.abandoned();  // the buffers of the interrupted step (or of an interrupted earlier try)
     fc::Communicator& c = grp.comm();
-    const int me = c.rank();
     form_grid(c);
     const int m = grid_.model;
     s_->validate(m, /*at_start=*/false);
-    const int units_now = s_->units_of(m, 0).empty() ? 0 : s_->units_of(m, 0).front().of;
+    const auto units_of_first = s_->units_of(m, 0);
+    const int units_now = units_of_first.empty() ? 0 : units_of_first.front().of;
     const auto holdings = gather_holdings(c, store_);
     const RestorePlan plan = plan_restore(holdings, units_now);
     const std::string failed = joined(ev.failed);
@@ -364,9 +363,8 @@ class Driver {
       recorded_.clear();
       log_.note(what + "; FALLING BACK TO CHECKPOINT " + start_path_ + " (step " + std::to_string(p_.step) + ")" + over);
     }
-    (void)me;
     grp.set_committed_step(p_.step - 1);
-    replicate(c);
+    replicate();
   }
 
   // Whether holdings list (step, key).
