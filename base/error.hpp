@@ -33,6 +33,13 @@ class InvalidArgument : public Error {
   using Error::Error;
 };
 
+// A file or folder could not be read or written (full disk, permissions, a vanished mount):
+// the job's environment failed, not the caller's input (run_job reports it as a job error, 4).
+class IoError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 
 // Collects the message of a failed check and throws E from its destructor's caller:

@@ -101,6 +101,9 @@ struct Heartbeat::Impl {
   };
   std::map<int, Progress> progress_of;  // the last report of each sender
   std::map<int, Clock::time_point> replied_at;  // last reply to a suspected rank that spoke
+  std::set<int> gone;                 // suspects on this host whose process is confirmed dead
+  std::set<int> fenced_by_me;         // suspects this rank sent SIGKILL
+  std::map<int, int> reporter_of;     // who found each suspect silent (for the messages)
   Clock::time_point last_tick;
   Secret secret{};
   std::uint64_t job_id = 0;
@@ -302,6 +305,7 @@ struct Heartbeat::Impl {
       s.peer.rank = r;
       s.silent_s = std::chrono::duration<double>(now - heard(r)).count();
       s.reported_by = reporter;
+      reporter_of[r] = reporter;
       news.suspicions.push_back(s);
     }
     const auto told = links.news_to;
@@ -314,21 +318,44 @@ struct Heartbeat::Impl {
 
   // Fencing and callbacks, outside the lock.
   void deliver(News& news) {
-    for (auto& s : news.suspicions) {
-      {
+    // Fencing converges: every suspect on this host that is still alive is fenced by the lowest
+    // unsuspected rank on the host, chosen anew each time (every period and with every news), so a
+    // fencer that is itself suspected later (stopped too) is replaced by the next one.
+    std::vector<PeerAddress> to_fence;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (opt.fence && !excluded)
+        for (int r : suspected)
+          if (auto it = known.find(r); it != known.end() && !gone.count(r) && i_am_fencer(it->second))
+            to_fence.push_back(it->second);
+    }
+    std::set<int> fenced_now;
+    for (const auto& p : to_fence) {
+      if (Heartbeat::process_gone(p.pid, p.start_time)) {
         std::lock_guard<std::mutex> lock(mu);
-        s.fenced_by_me = opt.fence && i_am_fencer(s.peer);
+        gone.insert(p.rank);
+        continue;
       }
-      if (s.fenced_by_me) {
-        // Never kill a recycled pid: the start time must be the one recorded at start.
-        if (s.peer.pid > 0 && s.peer.start_time != 0 && Heartbeat::process_start_time(s.peer.pid) == s.peer.start_time) {
-          ::kill(s.peer.pid, SIGKILL);
-          std::lock_guard<std::mutex> lock(mu);
+      // Never kill a recycled pid: the start time must be the one recorded at start.
+      if (p.pid > 0 && p.start_time != 0 && Heartbeat::process_start_time(p.pid) == p.start_time) {
+        ::kill(p.pid, SIGKILL);
+        std::lock_guard<std::mutex> lock(mu);
+        if (fenced_by_me.insert(p.rank).second) {
           ++st.fenced;
-        } else {
-          s.fenced_by_me = false;
+          fenced_now.insert(p.rank);
         }
       }
+    }
+    for (auto& s : news.suspicions) s.fenced_by_me = fenced_now.erase(s.peer.rank) > 0;
+    // A suspect fenced now that was suspected earlier (its first fencer was suspected since): say so.
+    for (int r : fenced_now) {
+      Suspicion s;
+      std::lock_guard<std::mutex> lock(mu);
+      s.peer = known.at(r);
+      s.silent_s = std::chrono::duration<double>(Clock::now() - heard(r)).count();
+      s.fenced_by_me = true;
+      s.reported_by = reporter_of.count(r) ? reporter_of.at(r) : my_rank;
+      news.suspicions.push_back(s);
     }
     SuspectCallback cb;
     ExcludedCallback ex;
@@ -573,6 +600,13 @@ bool Heartbeat::process_gone(int pid, std::uint64_t start_time) {
     case Stat::ok: break;
   }
   return start != start_time || state == 'Z' || state == 'X';
+}
+
+bool Heartbeat::process_stopped(int pid, std::uint64_t start_time) {
+  if (pid <= 0 || start_time == 0) return false;
+  char state = 0;
+  std::uint64_t start = 0;
+  return read_stat(pid, state, start) == Stat::ok && start == start_time && (state == 'T' || state == 't');
 }
 
 bool Heartbeat::wait_process_gone(int pid, std::uint64_t start_time, std::chrono::steady_clock::time_point deadline) {

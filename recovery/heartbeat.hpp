@@ -13,8 +13,10 @@
 // heartbeat, so a lost host is known everywhere within the timeout plus one period.
 //
 // What a suspicion leads to (the owner's on_suspect callback decides the rest):
-//  - Fencing: the lowest live rank on the suspect's host SIGKILLs it (after checking the pid's
-//    start time, so a recycled pid is never hit). Same host = same host_identity(): hostname, boot
+//  - Fencing: the lowest live (unsuspected) rank on the suspect's host SIGKILLs it (after checking
+//    the pid's start time, so a recycled pid is never hit). The choice is made again every period
+//    for every suspect on the host still alive: when the fencer is itself suspected (two ranks
+//    stopped), the next live rank fences both. Fencing converges while one rank of the host lives. Same host = same host_identity(): hostname, boot
 //    id and pid/net namespaces, so containers sharing a hostname are told apart.
 //  - Exclusion: suspicion is final. A suspected rank that speaks again (it was stopped) gets a
 //    reply listing it; a rank that reads itself in the list of a sender it does not suspect itself
@@ -127,6 +129,8 @@ class Heartbeat {
   // there is no such pid, another process has it, or it is a zombie. False when alive (stopped
   // included) or when /proc cannot be read (that confirms nothing).
   static bool process_gone(int pid, std::uint64_t start_time);
+  // True when that process is alive and stopped (SIGSTOP, a debugger): it cannot make progress.
+  static bool process_stopped(int pid, std::uint64_t start_time);
   // process_gone, asked again every few milliseconds until it says yes or `deadline` passes: a
   // process just sent SIGKILL (a fenced rank, SIGSTOPped or not) dies a moment later, not at once.
   static bool wait_process_gone(int pid, std::uint64_t start_time, std::chrono::steady_clock::time_point deadline);

@@ -21,6 +21,7 @@ const char* to_string(ExitStatus s) {
     case ExitStatus::job_error: return "job error";
     case ExitStatus::all_ranks_lost: return "every rank lost";
     case ExitStatus::crashed: return "crashed";
+    case ExitStatus::not_started: return "group never formed";
   }
   return "?";
 }
@@ -45,14 +46,26 @@ char g_crash_path[4096];
 std::string path_of(const std::string& name) { return dir() + "/" + name; }
 
 // Write `text` to dir/name through a temporary file and rename(), so a reader sees all or nothing.
-void write_atomically(const std::string& name, const std::string& text) {
+// `once`: never replace an existing dir/name (link() instead of rename(): it fails if one exists).
+void write_atomically(const std::string& name, const std::string& text, bool once = false) {
   if (dir().empty()) return;
   const std::string final_path = path_of(name);
   const std::string tmp = final_path + ".tmp." + std::to_string(getpid());
   FILE* f = std::fopen(tmp.c_str(), "w");
   bool ok = f && std::fputs(text.c_str(), f) >= 0;
   if (f) ok = std::fclose(f) == 0 && ok;
-  if (ok) ok = std::rename(tmp.c_str(), final_path.c_str()) == 0;
+  if (ok && once) {
+    ok = ::link(tmp.c_str(), final_path.c_str()) == 0;
+    const int err = errno;
+    std::remove(tmp.c_str());
+    if (!ok && err == EEXIST) {
+      std::fprintf(stderr, "ftcc: the job record %s was already written; keeping the first one\n", final_path.c_str());
+      return;
+    }
+    errno = err;
+  } else if (ok) {
+    ok = std::rename(tmp.c_str(), final_path.c_str()) == 0;
+  }
   if (!ok) {
     std::fprintf(stderr, "ftcc: could not write the job record %s: %s\n", final_path.c_str(),
                  std::strerror(errno));  // NOLINT(concurrency-mt-unsafe): stderr report only
@@ -144,7 +157,7 @@ const std::string& dir() {
   return *d;
 }
 
-void started(int original_rank) {
+void joining(int original_rank) {
   if (g_rank >= 0) return;
   g_rank = original_rank;
   if (dir().empty()) return;
@@ -152,15 +165,30 @@ void started(int original_rank) {
   if (crash.size() < sizeof g_crash_path) std::memcpy(g_crash_path, crash.c_str(), crash.size() + 1);
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  write_atomically("rank-" + std::to_string(original_rank) + ".started",
+  write_atomically("rank-" + std::to_string(original_rank) + ".joining",
                    "pid " + std::to_string(getpid()) + " host " + host + "\n");
   install_crash_handler();
+}
+
+void formed(int processes) { write_atomically("formed", "processes " + std::to_string(processes) + "\n"); }
+
+void started(int original_rank) {
+  static bool written = false;
+  if (written) return;
+  written = true;
+  joining(original_rank);
+  if (dir().empty()) return;
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  write_atomically("rank-" + std::to_string(original_rank) + ".started",
+                   "pid " + std::to_string(getpid()) + " host " + host + "\n");
 }
 
 void outcome(ExitStatus status, const std::string& line, int world_initial, int world_final, int new_lost) {
   write_atomically("outcome", "status " + std::to_string(static_cast<int>(status)) + "\nworld " +
                                   std::to_string(world_initial) + " " + std::to_string(world_final) + "\nline " +
-                                  line + "\nnew_lost " + std::to_string(new_lost) + "\n");
+                                  line + "\nnew_lost " + std::to_string(new_lost) + "\n",
+                   /*once=*/true);
 }
 
 void quorum_lost(int original_rank, const std::string& line) {
@@ -172,8 +200,13 @@ void exited(int status) {
   write_atomically("rank-" + std::to_string(g_rank) + ".exited", "status " + std::to_string(status) + "\n");
 }
 
+void left_for(int rank, const std::string& how) { write_atomically("rank-" + std::to_string(rank) + ".left", how + "\n"); }
+
 void left(const std::string& how) {
   if (g_rank < 0) return;
+  // The first record says why; a later one (the exit guard's "exited without MPI_Finalize") is
+  // only its consequence.
+  if (!dir().empty() && ::access(path_of("rank-" + std::to_string(g_rank) + ".left").c_str(), F_OK) == 0) return;
   write_atomically("rank-" + std::to_string(g_rank) + ".left", how + "\n");
 }
 

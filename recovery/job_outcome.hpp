@@ -11,6 +11,9 @@
 //                     non-finite loss, an exception on one rank), agreed by all and reported once
 //   5 all_ranks_lost  every rank was lost (killed, or exited without finishing) before the end
 //   6 crashed         like 5, and at least one rank crashed (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT)
+//   7 not_started     the job never formed its group: a rank did not come up before ftcc-run's
+//                     start-up deadline, or one was lost while the group was being formed
+//   128+N             tools/ftcc-run was stopped by signal N (SIGTERM from a scheduler: 143)
 //
 // Records: under tools/ftcc-run the environment names a fresh job folder (FTCC_JOB_DIR). The
 // first ResilientGroup of each rank writes rank-R.started and installs a crash handler that
@@ -38,6 +41,7 @@ enum class ExitStatus : int {
   job_error = 4,
   all_ranks_lost = 5,
   crashed = 6,
+  not_started = 7,
 };
 const char* to_string(ExitStatus s);
 
@@ -67,7 +71,13 @@ namespace job_record {
 
 // The job folder (FTCC_JOB_DIR), or "" when none is set.
 const std::string& dir();
-// Once per process: rank-R.started, the crash handler and the exit guard's record.
+// Before the group forms (after MPI_Init): rank-R.joining, the crash handler and the exit guard's
+// record, so that a job whose group never forms says which ranks came up.
+void joining(int original_rank);
+// The first group formed: `formed` (written by every rank of it; one suffices). tools/ftcc-run's start-up deadline
+// waits for it.
+void formed(int processes);
+// Once per process: rank-R.started (and what joining() sets up, if it did not run).
 void started(int original_rank);
 // The outcome of the job, written once by the final group's rank 0. new_lost: processes started by
 // a respawn that were lost (Open MPI's mpirun exits non-zero for them although the job recovered).
@@ -76,6 +86,8 @@ void outcome(ExitStatus status, const std::string& line, int world_initial, int 
 void quorum_lost(int original_rank, const std::string& line);
 // This process is leaving without MPI_Finalize, and how ("exited with status 1", "deadline ...").
 void left(const std::string& how);
+// Another process of this host, original rank `rank`, was stopped for good by this one, and how.
+void left_for(int rank, const std::string& how);
 // This process exits with `status` after MPI_Finalize: mpirun reports its status itself.
 void exited(int status);
 

@@ -176,7 +176,13 @@ ResilientGroup::ResilientGroup(MPI_Comm parent, GroupOptions options) : opt_(std
     join_as_respawned(spawner);
     return;
   }
+  int parent_rank = 0;
+  MPI_Comm_rank(parent, &parent_rank);
+  job_record::joining(parent_rank);  // so a group that never forms names who did come up
   bootstrap(parent);
+  // The first group on record: from now on a process of an earlier group is superseded.
+  fence_.begin(job_id_, ulfm_members());
+  job_record::formed(static_cast<int>(pool_members().size()));  // by every rank: one is enough
 }
 
 ResilientGroup::~ResilientGroup() {
@@ -527,7 +533,7 @@ const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const s
     describe_training_group(table, ev);
     if (!run_hooks(step, attempt, clock, ev)) continue;       // 4. hooks + agree
     ev.total_ms = clock.total_ms();
-    return publish(std::move(ev));
+    return publish(std::move(ev), before);
   }
 }
 
@@ -718,7 +724,13 @@ bool ResilientGroup::agree_on(bool mine) {
   return a.flag == 1 && !a.failure_noticed;  // the same decision on every survivor
 }
 
-const RecoveryEvent& ResilientGroup::publish(RecoveryEvent ev) {
+void ResilientGroup::check_current(const std::string& what) const {
+  fence_.check(job_id_, ulfm_members(), my_original_rank_, what);
+}
+
+const RecoveryEvent& ResilientGroup::publish(RecoveryEvent ev, const std::vector<int>& before) {
+  // On record before anything else: a process of a group the job left behind stops here.
+  fence_.advance(job_id_, before, ulfm_members(), my_original_rank_);
   if (pool_) holders_ = members_;  // the training group now holds the state (the hooks ran)
   events_.push_back(std::move(ev));
   const RecoveryEvent& e = events_.back();

@@ -102,6 +102,7 @@
 #include "ftcc/comm/errors.hpp"
 #include "ftcc/recovery/fault_injector.hpp"
 #include "ftcc/recovery/call_deadline.hpp"
+#include "ftcc/recovery/generation_fence.hpp"
 #include "ftcc/recovery/heartbeat.hpp"
 #include "ftcc/recovery/job_outcome.hpp"
 #include "ftcc/recovery/progress_watchdog.hpp"
@@ -242,6 +243,12 @@ class ResilientGroup {
   const std::vector<RecoveryEvent>& events() const { return events_; }
   const HeartbeatStats heartbeat_stats() const;
 
+  // Call right before writing a file the job trusts (a checkpoint's commit, the outcome): throws
+  // Superseded (recovery/generation_fence.hpp) when the job has gone on without this process (it
+  // was stopped and excluded, and woke up), so a stale copy never overwrites the job's files.
+  // `what` names the write for the message ("writing checkpoint 800"). No-op without a job folder.
+  void check_current(const std::string& what) const;
+
  private:
   void bootstrap(MPI_Comm parent);
   void install_fault_hook();
@@ -290,7 +297,7 @@ class ResilientGroup {
   // One agreement on the pool: did every survivor succeed at the step just made? The same answer
   // everywhere (a failure noticed during it counts as "no").
   bool agree_on(bool mine);
-  const RecoveryEvent& publish(RecoveryEvent ev);  // events(), the summary line, the event log
+  const RecoveryEvent& publish(RecoveryEvent ev, const std::vector<int>& before);  // events(), the summary line, the event log
   std::vector<int> lost_since(const std::vector<int>& before) const;
 
   GroupOptions opt_;
@@ -317,6 +324,7 @@ class ResilientGroup {
   std::int64_t committed_step_ = -1;
   std::int64_t step_ = -1;
   bool quorum_lost_ = false;
+  GenerationFence fence_{job_record::dir()};  // the job's current group on disk
   FaultInjector injector_;
   std::unique_ptr<Heartbeat> heartbeat_;
   std::vector<Hook> hooks_;

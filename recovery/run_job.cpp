@@ -1,5 +1,8 @@
 #include "ftcc/recovery/run_job.hpp"
 
+#include <signal.h>
+
+#include <csignal>
 #include <cstdio>
 #include <memory>
 
@@ -15,6 +18,30 @@ int leave(const JobOptions& job, int rank, ExitStatus status, const std::string&
   std::fprintf(stderr, "%s: rank %d: %s\n", job.name.c_str(), rank, why.c_str());
   std::fflush(stderr);
   return static_cast<int>(status);
+}
+
+// A process the job went on without (it was stopped and excluded, and woke up): it writes nothing
+// and leaves without MPI_Finalize (the exit guard turns that into a process failure).
+int superseded(const JobOptions& job, const Superseded& e) {
+  job_record::left(std::string("superseded: ") + e.what());
+  return leave(job, e.rank(), ExitStatus::internal, e.what());
+}
+
+// A collective passed its deadline and this rank leaves: a host-mate that is stopped (SIGSTOP) is
+// why no peer answered, and nothing else would ever fence it with the heartbeat off: fence it,
+// so it cannot wake up later and go on alone.
+void fence_stopped_host_mates(const ResilientGroup& g) {
+  const PeerAddress& me = g.peer(g.original_rank());
+  for (int r : g.pool_members()) {
+    if (r == g.original_rank()) continue;
+    const PeerAddress& p = g.peer(r);
+    if (p.host_id != me.host_id || !Heartbeat::process_stopped(p.pid, p.start_time)) continue;
+    ::kill(p.pid, SIGKILL);
+    std::fprintf(stderr, "ftcc: rank %d (pid %d) was stopped while rank %d's collective timed out: fenced (SIGKILL)\n", r,
+                 p.pid, g.original_rank());
+    job_record::left_for(r, "fenced (SIGKILL) by rank " + std::to_string(g.original_rank()) +
+                                ": stopped while a collective timed out");
+  }
 }
 
 }  // namespace
@@ -36,6 +63,7 @@ int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<vo
     MPI_Finalize();
     return static_cast<int>(ExitStatus::config_error);
   } catch (const std::exception& e) {
+    job_record::left(std::string("could not start the fault-tolerant group: ") + e.what());
     return leave(job, world_rank, ExitStatus::internal, std::string("could not start the fault-tolerant group: ") + e.what());
   }
   const int me = g->original_rank();
@@ -47,6 +75,8 @@ int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<vo
       while (!g->all_finished(/*last=*/true)) {
       }
     } catch (const JobError&) {
+      throw;
+    } catch (const Superseded&) {
       throw;
     } catch (const QuorumLost&) {
       throw;
@@ -76,20 +106,34 @@ int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<vo
     status = e.status();
     if (!e.agreed()) return leave(job, me, status, e.line());  // no ULFM: only this rank knows
     if (g->reports()) {
+      try {
+        g->check_current("reporting the job's outcome");
+      } catch (const Superseded& s) {
+        return superseded(job, s);
+      }
       std::fprintf(stderr, "%s: %s\n", job.name.c_str(), e.line().c_str());
       std::fflush(stderr);
       job_record::outcome(status, e.line(), g->initial_size(), g->size(), g->new_processes_lost());
     }
+  } catch (const Superseded& e) {
+    return superseded(job, e);
   } catch (const QuorumLost& e) {
     return leave(job, me, ExitStatus::quorum_lost, e.what());
   } catch (const comm::Timeout& e) {
     job_record::left(std::string("deadline: ") + e.what());
+    fence_stopped_host_mates(*g);
     return leave(job, me, ExitStatus::internal,
                  std::string(e.what()) + ": leaving so the other ranks can exclude this one");
   }
-  if (status == ExitStatus::finished && g->rank() == 0)
+  if (status == ExitStatus::finished && g->rank() == 0) {
+    try {
+      g->check_current("reporting the job's outcome");
+    } catch (const Superseded& e) {
+      return superseded(job, e);
+    }
     job_record::outcome(status, "finished on " + std::to_string(g->size()) + " of " + std::to_string(g->initial_size()) + " ranks",
                         g->initial_size(), g->size(), g->new_processes_lost());
+  }
   g.reset();
   MPI_Finalize();
   return static_cast<int>(status);

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "ftcc/recovery/job_outcome.hpp"
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/mpi_types.hpp"
 
@@ -284,6 +285,11 @@ int main(int argc, char** argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  {  // every rank is up: tools/ftcc-run's start-up deadline is met
+    int size = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    ftcc::recovery::job_record::formed(size);
+  }
 
   Config cfg;
   CLI::App app{"ftcc-bench: ftcc collectives vs the MPI library's own (run under tools/ftcc-run)"};

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <string>
 
+#include "ftcc/recovery/job_outcome.hpp"
 #include "ftcc_config.hpp"
 #if FTCC_HAVE_ULFM
 #include <mpi-ext.h>
@@ -54,6 +55,13 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+  // Every rank is up: tools/ftcc-run's start-up deadline is met (its tests form their own groups,
+  // or none).
+  {
+    int size = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    ftcc::recovery::job_record::formed(size);
+  }
   int expect_killed = 0;
   for (int i = 1; i < argc; ++i)
     if (std::strncmp(argv[i], "--ftcc-expect-killed=", 21) == 0) expect_killed = std::atoi(argv[i] + 21);

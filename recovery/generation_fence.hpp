@@ -1,0 +1,76 @@
+// recovery/generation_fence.hpp: the job's current group, kept in the job folder, so that a process
+// the job went on without can never write the job's files again.
+//
+// Why: fencing (recovery/heartbeat.hpp) kills a hung rank only from its own host. A rank stopped
+// for hours on a host with no live rank, or one whose fencer was itself stopped, may run again
+// after the others finished: it suspects everyone, "recovers" alone and would train a second copy
+// and overwrite the final checkpoint and outcome. The fence makes that impossible whatever the
+// timing: every group the job forms is recorded as (generation, members), and every write of the
+// job's files checks the record first.
+//
+// Contract:
+//  - begin(job, members): a group is formed (bootstrap). The record names the group's job id
+//    (random per ResilientGroup), so a later group of the same processes replaces it, and a
+//    process of an earlier group (another job id) is superseded.
+//  - advance(from, to): after a recovery, every survivor replaces the record of its old group
+//    `from` by the new one `to` (original ranks). Idempotent: the first survivor writes, the others
+//    find `to` already there. A record that is neither `from` nor `to` means this process belongs
+//    to a group the job has since left behind: it throws Superseded and must not act again.
+//  - check(mine): before a checkpoint, the outcome or any other write the job trusts; throws
+//    Superseded unless the record names exactly `mine`. The window between check and the write's
+//    rename is microseconds; a process would have to be stopped inside it and its group replaced
+//    meanwhile.
+//  - The record is `group` in the job folder (FTCC_JOB_DIR), replaced atomically under an
+//    exclusive flock on `group.lock`. Without a job folder (a plain mpirun) the fence is off.
+//    Best effort like every job record: a record that cannot be read or written is reported once
+//    on stderr and confirms nothing (a healthy job is never stopped by its folder).
+// A stale group can never hold the same members as the job's: the job never takes an excluded
+// rank back (suspicion is final; a respawn starts new ranks), and a stale group holds its stale rank.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ftcc/base/error.hpp"
+
+namespace ftcc::recovery {
+
+// This process belongs to a group the job no longer runs in: it was excluded (hung, stopped, cut
+// off) and the others went on. Its only safe move is to leave without writing anything.
+class Superseded : public ftcc::Error {
+ public:
+  Superseded(int rank, std::string what_it_did, std::int64_t generation, std::vector<int> job_members);
+  int rank() const { return rank_; }
+  std::int64_t generation() const { return generation_; }
+  const std::vector<int>& job_members() const { return job_members_; }
+
+ private:
+  int rank_;
+  std::int64_t generation_;
+  std::vector<int> job_members_;
+};
+
+class GenerationFence {
+ public:
+  // dir "": the fence is off (advance and check do nothing).
+  explicit GenerationFence(std::string dir);
+  bool enabled() const { return !dir_.empty(); }
+  // Member lists: original ranks, any order. advance and check throw Superseded (see above).
+  void begin(std::uint64_t job, std::vector<int> members) const;
+  void advance(std::uint64_t job, std::vector<int> from, std::vector<int> to, int my_rank) const;
+  void check(std::uint64_t job, std::vector<int> mine, int my_rank, const std::string& what) const;
+  // The record as it is now: job id, generation (-1 when there is none) and members.
+  struct Record {
+    std::uint64_t job = 0;
+    std::int64_t generation = -1;
+    std::vector<int> members;
+  };
+  Record read() const;
+
+ private:
+  void write(const Record& rec) const;
+  std::string dir_;
+};
+
+}  // namespace ftcc::recovery
