@@ -19,84 +19,13 @@ Real processes under tools/ftcc-run, hung for real with SIGSTOP (and continued w
   trainer      the reported case: ftcc-train with checkpoints, rank 2 then rank 0 stopped: both
                fenced, one FTCC_SUMMARY, the final checkpoint written once, exit 0
 """
-import hashlib, json, os, signal, subprocess, sys, tempfile, time
+import json, os, signal, sys, tempfile, time
+
+from job_harness import Job, alive, check, failures, pid_of, sha
 
 build, case = os.path.abspath(sys.argv[1]), sys.argv[2]
-root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RUN = os.path.join(root, "tools", "ftcc-run")
 PROG = os.path.join(build, "tests", "reliability", "stale_copy_prog")
 TRAIN = os.path.join(build, "tools", "ftcc-train")
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def sha(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
-def pid_of(job_dir, rank, timeout=60):
-    """The pid rank `rank` recorded when its group formed (rank-R.started)."""
-    path = os.path.join(job_dir, f"rank-{rank}.started")
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            with open(path) as f:
-                words = f.read().split()
-            return int(words[words.index("pid") + 1])
-        except (OSError, ValueError, IndexError):
-            time.sleep(0.05)
-    raise SystemExit(f"FAIL: no {path} within {timeout} s")
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
-class Job:
-    """A job under tools/ftcc-run with its own job folder; output to a file."""
-
-    def __init__(self, n, args, env=None):
-        self.tmp = tempfile.mkdtemp(prefix="ftcc-fencing-")
-        self.dir = os.path.join(self.tmp, "job")
-        self.log = open(os.path.join(self.tmp, "out.txt"), "w+")
-        e = dict(os.environ, FTCC_JOB_DIR=self.dir, **(env or {}))
-        self.cmd = [RUN, "-n", str(n), *args]
-        print("$ " + " ".join(self.cmd), flush=True)
-        self.p = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env=e, text=True)
-
-    def wait(self, timeout=180):
-        try:
-            rc = self.p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            rc = None
-        self.log.seek(0)
-        self.out = self.log.read()
-        print(f"  exit {rc}\n" + "\n".join("  | " + l for l in self.out.splitlines()[-25:]), flush=True)
-        return rc
-
-    def wait_for(self, name, timeout=120):
-        path = os.path.join(self.dir, name)
-        end = time.time() + timeout
-        while time.time() < end and not os.path.exists(path):
-            if self.p.poll() is not None:
-                break
-            time.sleep(0.05)
-        return os.path.exists(path)
-
-    def outcome(self):
-        with open(os.path.join(self.dir, "outcome")) as f:
-            return dict(l.split(" ", 1) for l in f.read().splitlines())
 
 
 def stopped_in_turn(n, order, steps=120, step_ms=40, extra=()):

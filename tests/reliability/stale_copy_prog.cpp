@@ -2,11 +2,14 @@
 // loop whose training group's rank 0 records its progress in a file, the way a trainer writes its
 // checkpoints (temporary file, ResilientGroup::check_current, rename). Under tools/ftcc-run:
 //   stale_copy_prog STEPS STEP_MS OUT_FILE [--no-fence] [--hang-timeout-ms N] [--stop-before-write S]
+//                   [--die-before-group R]
 // Each step sleeps STEP_MS, then sums (original rank + 1) over the group and checks the sum.
 // OUT_FILE holds "step S world W members ..." after each step. --no-fence keeps hung ranks alive
 // (GroupOptions::fence = false): only the generation fence then stops a stale copy.
 // --stop-before-write S: the rank writing OUT_FILE stops itself (SIGSTOP) at step S between its
 // allreduce and its write, as a rank frozen at the worst moment; the test continues it later.
+// --die-before-group R: rank R is killed (SIGKILL) after MPI_Init, before its group forms: the
+// others cannot form theirs (tests/reliability/launcher.py).
 #include <mpi.h>
 
 #include <csignal>
@@ -42,6 +45,11 @@ int main(int argc, char** argv) {
   opt.hang_timeout = std::chrono::milliseconds(1000);
   for (int i = 4; i < argc; ++i) {
     if (std::strcmp(argv[i], "--no-fence") == 0) opt.fence = false;
+    if (std::strcmp(argv[i], "--die-before-group") == 0 && i + 1 < argc) {
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      if (rank == std::atoi(argv[++i])) std::raise(SIGKILL);
+    }
     if (std::strcmp(argv[i], "--stop-before-write") == 0 && i + 1 < argc) stop_at = std::atoll(argv[++i]);
     if (std::strcmp(argv[i], "--hang-timeout-ms") == 0 && i + 1 < argc) opt.hang_timeout = std::chrono::milliseconds(std::atoi(argv[++i]));
   }

@@ -1,0 +1,133 @@
+// GenerationFence (recovery/generation_fence.hpp): the job's group on record, advanced by each
+// recovery, and a process of a group the job left behind refused (Superseded). Real files in a
+// fresh folder; the race between survivors of one recovery runs in real processes (fork).
+#include "ftcc/recovery/generation_fence.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace fr = ftcc::recovery;
+namespace fs = std::filesystem;
+
+namespace {
+
+class FenceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ftcc-fence-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_;
+};
+
+constexpr std::uint64_t kJob = 42;
+
+}  // namespace
+
+TEST_F(FenceTest, RecoveriesAdvanceTheRecordAndEachSurvivorMayWriteFirst) {
+  fr::GenerationFence f(dir_);
+  f.begin(kJob, {3, 0, 2, 1});
+  EXPECT_EQ(f.read().generation, 0);
+  EXPECT_EQ(f.read().members, (std::vector<int>{0, 1, 2, 3}));
+  f.begin(kJob, {0, 1, 2, 3});  // another rank of the same group: nothing changes
+  EXPECT_EQ(f.read().generation, 0);
+  f.advance(kJob, {0, 1, 2, 3}, {0, 1, 3}, 1);  // the first survivor writes
+  f.advance(kJob, {0, 1, 2, 3}, {3, 1, 0}, 3);  // the others find it written
+  EXPECT_EQ(f.read().generation, 1);
+  EXPECT_EQ(f.read().members, (std::vector<int>{0, 1, 3}));
+  f.check(kJob, {0, 1, 3}, 0, "writing a checkpoint");
+  f.advance(kJob, {0, 1, 3}, {0, 1, 3}, 0);  // a recovery that lost nobody (a job error)
+  EXPECT_EQ(f.read().generation, 1);
+}
+
+TEST_F(FenceTest, AStaleCopyIsRefusedWhateverItsStepsAre) {
+  fr::GenerationFence f(dir_);
+  f.begin(kJob, {0, 1, 2, 3});
+  f.advance(kJob, {0, 1, 2, 3}, {0, 1, 3}, 0);  // rank 2 stopped and excluded
+  // Rank 2 wakes up, suspects everyone and "recovers" alone: its group is not on record.
+  try {
+    f.advance(kJob, {0, 1, 2, 3}, {2}, 2);
+    FAIL() << "a stale copy recorded its group";
+  } catch (const fr::Superseded& e) {
+    EXPECT_EQ(e.rank(), 2);
+    EXPECT_EQ(e.generation(), 1);
+    EXPECT_EQ(e.job_members(), (std::vector<int>{0, 1, 3}));
+    EXPECT_NE(std::string(e.what()).find("was excluded: the job went on without it"), std::string::npos) << e.what();
+  }
+  // Or it writes before any recovery: its old group is not the job's any more.
+  EXPECT_THROW(f.check(kJob, {0, 1, 2, 3}, 2, "writing checkpoint 900"), fr::Superseded);
+  // Even when the job's group changed again since, and when a later record has the same size.
+  f.advance(kJob, {0, 1, 3}, {0, 3}, 0);
+  EXPECT_THROW(f.advance(kJob, {0, 1, 3}, {1, 3}, 1), fr::Superseded);
+  EXPECT_EQ(f.read().members, (std::vector<int>{0, 3}));
+}
+
+TEST_F(FenceTest, AnEarlierGroupOfTheSameProcessesIsSuperseded) {
+  fr::GenerationFence f(dir_);
+  f.begin(kJob, {0, 1});
+  f.begin(kJob + 1, {0, 1});  // a new ResilientGroup of the same processes
+  EXPECT_EQ(f.read().job, kJob + 1);
+  EXPECT_THROW(f.check(kJob, {0, 1}, 0, "writing"), fr::Superseded);
+  f.check(kJob + 1, {0, 1}, 0, "writing");
+}
+
+TEST_F(FenceTest, OffWithoutAFolderAndBestEffortWithoutARecord) {
+  fr::GenerationFence off("");
+  EXPECT_FALSE(off.enabled());
+  off.begin(kJob, {0});
+  off.advance(kJob, {0, 1}, {5}, 5);
+  off.check(kJob, {7}, 7, "anything");
+  fr::GenerationFence f(dir_);
+  f.check(kJob, {0, 1}, 0, "writing");  // nothing on record: nothing to compare with
+  f.advance(kJob, {0, 1, 2}, {0, 1}, 0);  // the record was removed: started anew
+  EXPECT_EQ(f.read().members, (std::vector<int>{0, 1}));
+}
+
+// The survivors of one recovery advance at once from separate processes, while a stale copy tries
+// to record its own group: the record ends as the survivors' group, in every run.
+TEST_F(FenceTest, ConcurrentSurvivorsAndAStaleCopyInRealProcesses) {
+  for (int round = 0; round < 20; ++round) {
+    fs::remove(dir_ + "/group");
+    fr::GenerationFence f(dir_);
+    f.begin(kJob, {0, 1, 2, 3, 4});
+    f.advance(kJob, {0, 1, 2, 3, 4}, {0, 1, 3, 4}, 0);  // rank 2 excluded by the first recovery
+    std::vector<pid_t> kids;
+    for (int r : {0, 1, 4, 2}) {
+      const pid_t pid = fork();
+      ASSERT_GE(pid, 0);
+      if (pid == 0) {
+        int code = 0;
+        try {
+          if (r == 2)
+            f.advance(kJob, {0, 1, 2, 3, 4}, {2}, 2);  // the stale copy
+          else
+            f.advance(kJob, {0, 1, 3, 4}, {0, 1, 4}, r);  // rank 3 lost in the second recovery
+        } catch (const fr::Superseded&) {
+          code = 3;
+        }
+        _exit(code);
+      }
+      kids.push_back(pid);
+    }
+    std::vector<int> codes;
+    for (pid_t k : kids) {
+      int st = 0;
+      waitpid(k, &st, 0);
+      codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    }
+    EXPECT_EQ(codes[0], 0);
+    EXPECT_EQ(codes[1], 0);
+    EXPECT_EQ(codes[2], 0);
+    EXPECT_EQ(codes[3], 3) << "the stale copy (rank 2) recorded its group in round " << round;
+    EXPECT_EQ(f.read().members, (std::vector<int>{0, 1, 4})) << "round " << round;
+    EXPECT_EQ(f.read().generation, 2) << "round " << round;
+  }
+}

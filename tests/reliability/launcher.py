@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""tools/ftcc-run's promises (docs/reliability.md, "Exit statuses"): every wait has a deadline,
+a job that failed never exits 0, the job folder is the job's own.
+
+    launcher.py BUILD_DIR CASE
+
+  startup_stuck      a rank never reaches MPI_Init (it sleeps): the others wait in MPI_Init;
+                     --startup-timeout 5 stops the job: exit 7, one line naming rank 2
+  startup_killed     a rank killed before MPI_Init: the same, exit 7
+  group_not_formed   a rank killed after MPI_Init, before its group forms: the others cannot form
+                     theirs and leave; exit 7 (mpirun's own status is 0), one line naming rank 2
+  job_dir            FTCC_JOB_DIR: a folder that does not exist is created and the job's status
+                     counts (every rank killed: 5, not 0); a reused one is refused (2) before
+                     mpirun starts, its records untouched; one that cannot be written: 2
+  sigterm            SIGTERM to ftcc-run mid-run: exit 143, one line, no rank left running
+  stopped_no_heartbeat  --hang-timeout 0 (no heartbeat) and a stopped rank: the others' collective
+                     times out (FTCC_COMM_TIMEOUT_S=3), they fence the stopped host-mate and leave:
+                     exit 5 in bounded time, the stopped rank gone, its record says why
+  bad_flags          --startup-timeout abc / FTCC_FINISH_GRACE=-1: exit 2, one line each
+"""
+import glob, os, signal, subprocess, sys, tempfile, time
+
+from job_harness import RUN, Job, alive, check, failures, lines_with, pid_of, sha
+
+build, case = os.path.abspath(sys.argv[1]), sys.argv[2]
+PROG = os.path.join(build, "tests", "reliability", "stale_copy_prog")
+
+
+def progress_file():
+    return tempfile.mktemp(prefix="ftcc-progress-")
+
+
+def case_startup_stuck():
+    marker = f"1000.{os.getpid()}"  # a sleep of this job only, to find it afterwards
+    script = f'if [ "$OMPI_COMM_WORLD_RANK" = 2 ]; then exec sleep {marker}; fi; exec "$0" "$@"'
+    job = Job(3, ["sh", "-c", script, PROG, "20", "10", progress_file()], run_flags=["--startup-timeout", "5"])
+    rc = job.wait(timeout=120)
+    check(rc == 7, f"startup stuck: exit 7, the group never formed (got {rc})")
+    check(job.seconds < 40, f"startup stuck: ftcc-run returned after {job.seconds:.1f} s (deadline 5 s, stop within 10 s more)")
+    check(lines_with(job.out, "did not form its group within 5 s (--startup-timeout): rank(s) 0, 1, 2: running, never "
+                              "reached the group's start") == 1, "startup stuck: one line says no rank reached the group")
+    time.sleep(1)
+    left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True).stdout.split()
+    check(not left, f"startup stuck: no process of the job is left running ({left})")
+
+
+def case_startup_killed():
+    script = 'if [ "$OMPI_COMM_WORLD_RANK" = 2 ]; then kill -9 $$; fi; exec "$0" "$@"'
+    job = Job(3, ["sh", "-c", script, PROG, "20", "10", progress_file()], run_flags=["--startup-timeout", "5"])
+    rc = job.wait(timeout=120)
+    check(rc not in (0, None), f"startup killed: the job does not exit 0 nor hang (got {rc})")
+    check(rc == 7, f"startup killed: exit 7 (got {rc})")
+    check(lines_with(job.out, "within 5 s (--startup-timeout): rank(s) 2: no process left on this host (died before or "
+                              "during MPI_Init") == 1, "startup killed: one line names rank 2 as gone")
+
+
+def case_group_not_formed():
+    job = Job(3, [PROG, "20", "10", progress_file(), "--die-before-group", "2"])
+    rc = job.wait(timeout=180)
+    check(rc == 7, f"group not formed: exit 7, not mpirun's 0 (got {rc})")
+    check(lines_with(job.out, "never formed its group: rank(s) 2 did not come up") == 1,
+          "group not formed: one line names rank 2 as the rank that did not come up")
+    check(lines_with(job.out, "could not start the fault-tolerant group") >= 1, "group not formed: the ranks that came up say why they left")
+
+
+def case_job_dir():
+    base = tempfile.mkdtemp(prefix="ftcc-jobdir-")
+    # A folder that does not exist yet, and a job whose every rank is killed: 5, not 0.
+    fresh = os.path.join(base, "a", "b")
+    job = Job(2, [PROG, "400", "20", progress_file()], job_dir=fresh)
+    pids = [pid_of(fresh, r) for r in range(2)]
+    time.sleep(0.5)
+    for p in pids:
+        os.kill(p, signal.SIGKILL)
+    rc = job.wait(timeout=120)
+    check(rc == 5, f"job dir missing: created, and a job whose every rank was killed exits 5 (got {rc})")
+    check(lines_with(job.out, "every rank was lost before the job finished") == 1, "job dir missing: one line says every rank was lost")
+    # The same folder again: refused before mpirun starts, the old records untouched.
+    before = {f: sha(f) for f in glob.glob(os.path.join(fresh, "*")) if os.path.isfile(f)}
+    job = Job(2, [PROG, "5", "10", progress_file()], job_dir=fresh)
+    rc = job.wait(timeout=60)
+    check(rc == 2, f"job dir reused: refused with status 2 (got {rc})")
+    check(lines_with(job.out, "holds another job's records") == 1, "job dir reused: one line says why")
+    check("stale_copy_prog" not in job.out.replace(PROG, ""), "job dir reused: the program never ran")
+    after = {f: sha(f) for f in glob.glob(os.path.join(fresh, "*")) if os.path.isfile(f)}
+    check(before == after, "job dir reused: the old job's records are byte-identical")
+    # A folder that cannot be made (under a file).
+    afile = os.path.join(base, "file")
+    open(afile, "w").close()
+    job = Job(2, [PROG, "5", "10", progress_file()], job_dir=os.path.join(afile, "job"))
+    rc = job.wait(timeout=60)
+    check(rc == 2, f"job dir unwritable: refused with status 2 (got {rc})")
+    check(lines_with(job.out, "cannot create the job folder") == 1, "job dir unwritable: one line says why")
+
+
+def case_sigterm():
+    job = Job(3, [PROG, "2000", "20", progress_file()])
+    pids = [pid_of(job.dir, r) for r in range(3)]
+    time.sleep(1.0)
+    job.p.send_signal(signal.SIGTERM)
+    rc = job.wait(timeout=60)
+    check(rc == 143, f"sigterm: exit 143 = 128 + SIGTERM (got {rc})")
+    check(lines_with(job.out, "ftcc-run: stopped by signal 15 (TERM) before the job ended") == 1, "sigterm: one line says so")
+    time.sleep(1)
+    check(not any(alive(p) for p in pids), "sigterm: no rank is left running")
+
+
+def case_stopped_no_heartbeat():
+    job = Job(3, [PROG, "2000", "20", progress_file(), "--hang-timeout-ms", "0"], env={"FTCC_COMM_TIMEOUT_S": "3"})
+    pids = [pid_of(job.dir, r) for r in range(3)]
+    time.sleep(1.0)
+    os.kill(pids[2], signal.SIGSTOP)
+    rc = job.wait(timeout=120)
+    check(rc == 5, f"stopped, no heartbeat: exit 5, every rank lost (got {rc})")
+    check(job.seconds < 60, f"stopped, no heartbeat: ftcc-run returned after {job.seconds:.1f} s (collective timeout 3 s)")
+    check(not alive(pids[2]), "stopped, no heartbeat: the stopped rank was fenced")
+    rec = os.path.join(job.dir, "rank-2.left")
+    why = open(rec).read() if os.path.exists(rec) else ""
+    check("stopped while a collective timed out" in why, f"stopped, no heartbeat: its record says why: {why.strip()!r}")
+    check(lines_with(job.out, "rank 2: fenced (SIGKILL) by rank") == 1, "stopped, no heartbeat: ftcc-run's line names how rank 2 left")
+
+
+def case_bad_flags():
+    for flags, env, text in ((["--startup-timeout", "abc"], {}, "--startup-timeout (FTCC_STARTUP_TIMEOUT) 'abc' is not a number"),
+                             ([], {"FTCC_FINISH_GRACE": "-1"}, "FTCC_FINISH_GRACE '-1' is not a number"),
+                             ([], {"FTCC_STARTUP_TIMEOUT": "nan"}, "'nan' is not a number")):
+        job = Job(2, [PROG, "5", "10", progress_file()], env=env, run_flags=flags)
+        rc = job.wait(timeout=60)
+        check(rc == 2, f"bad flags {flags or env}: exit 2 (got {rc})")
+        check(lines_with(job.out, text) == 1, f"bad flags {flags or env}: one line says what is wrong")
+        check(not os.path.exists(job.dir) or not os.listdir(job.dir), f"bad flags {flags or env}: nothing started")
+
+
+cases = {k[len("case_"):]: v for k, v in globals().items() if k.startswith("case_")}
+if case not in cases:
+    sys.exit(f"unknown case {case!r}; one of {', '.join(cases)}")
+cases[case]()
+print(f"launcher {case}: {'FAILED: ' + '; '.join(failures) if failures else 'all checks passed'}")
+sys.exit(1 if failures else 0)
