@@ -126,9 +126,14 @@ void GenerationFence::begin(std::uint64_t job, std::vector<int> members) const {
   write(Record{job, 0, sorted(std::move(members))});
 }
 
-void GenerationFence::advance(std::uint64_t job, std::vector<int> from, std::vector<int> to, int my_rank) const {
+namespace {
+bool holds(const GenerationFence::Record& rec, std::uint64_t job, int rank) {
+  return rec.job == job && std::find(rec.members.begin(), rec.members.end(), rank) != rec.members.end();
+}
+}  // namespace
+
+void GenerationFence::advance(std::uint64_t job, std::vector<int> to, int my_rank) const {
   if (!enabled()) return;
-  from = sorted(std::move(from));
   to = sorted(std::move(to));
   FenceLock lock(dir_, LOCK_EX);
   if (!lock.held()) return;
@@ -138,20 +143,18 @@ void GenerationFence::advance(std::uint64_t job, std::vector<int> from, std::vec
     write(Record{job, 0, to});
     return;
   }
-  if (now.job == job && now.members == to) return;  // another survivor wrote it first
-  if (now.job != job || now.members != from)
+  if (!holds(now, job, my_rank))
     throw Superseded(my_rank, "recording its group [" + list_of(to) + "]", now.generation, now.members);
-  write(Record{job, now.generation + 1, to});
+  if (now.members != to) write(Record{job, now.generation + 1, to});
 }
 
-void GenerationFence::check(std::uint64_t job, std::vector<int> mine, int my_rank, const std::string& what) const {
+void GenerationFence::check(std::uint64_t job, int my_rank, const std::string& what) const {
   if (!enabled()) return;
-  mine = sorted(std::move(mine));
   FenceLock lock(dir_, LOCK_SH);
   if (!lock.held()) return;
   const Record now = read();
   if (now.generation < 0) return;  // nothing recorded: nothing to compare with
-  if (now.job != job || now.members != mine) throw Superseded(my_rank, what, now.generation, now.members);
+  if (!holds(now, job, my_rank)) throw Superseded(my_rank, what, now.generation, now.members);
 }
 
 }  // namespace ftcc::recovery

@@ -12,20 +12,22 @@
 //  - begin(job, members): a group is formed (bootstrap). The record names the group's job id
 //    (random per ResilientGroup), so a later group of the same processes replaces it, and a
 //    process of an earlier group (another job id) is superseded.
-//  - advance(from, to): after a recovery, every survivor replaces the record of its old group
-//    `from` by the new one `to` (original ranks). Idempotent: the first survivor writes, the others
-//    find `to` already there. A record that is neither `from` nor `to` means this process belongs
-//    to a group the job has since left behind: it throws Superseded and must not act again.
-//  - check(mine): before a checkpoint, the outcome or any other write the job trusts; throws
-//    Superseded unless the record names exactly `mine`. The window between check and the write's
-//    rename is microseconds; a process would have to be stopped inside it and its group replaced
-//    meanwhile.
+//  - advance(job, to): when a recovery's survivors have agreed on their membership (after the
+//    quorum check, and again once spares or new processes filled the group), each of them
+//    records `to` (original ranks). Idempotent: the first survivor writes, the others find it.
+//  - check(job): before a checkpoint, the outcome or any other write the job trusts.
+//  - The rule: a process is superseded (advance and check throw Superseded, and it must not act
+//    again) when the record names another job id, or a membership without it. A stale process
+//    is one the job went on without: the survivors' record excludes it, and the job never takes
+//    an excluded rank back (suspicion is final; a respawn starts new ranks). A live member is in
+//    every record written since it joined, so a record that lags behind never refuses it. The
+//    two advances of a recovery are ordered by its agreements, so a record never goes back.
+//    The window between check and a write's rename is microseconds; a process would have to be
+//    stopped inside it and its group replaced meanwhile.
 //  - The record is `group` in the job folder (FTCC_JOB_DIR), replaced atomically under an
 //    exclusive flock on `group.lock`. Without a job folder (a plain mpirun) the fence is off.
-//    Best effort like every job record: a record that cannot be read or written is reported once
-//    on stderr and confirms nothing (a healthy job is never stopped by its folder).
-// A stale group can never hold the same members as the job's: the job never takes an excluded
-// rank back (suspicion is final; a respawn starts new ranks), and a stale group holds its stale rank.
+//    Best effort like every job record: a record that cannot be read or written is reported on
+//    stderr and confirms nothing (a healthy job is never stopped by its folder).
 #pragma once
 
 #include <cstdint>
@@ -58,8 +60,8 @@ class GenerationFence {
   bool enabled() const { return !dir_.empty(); }
   // Member lists: original ranks, any order. advance and check throw Superseded (see above).
   void begin(std::uint64_t job, std::vector<int> members) const;
-  void advance(std::uint64_t job, std::vector<int> from, std::vector<int> to, int my_rank) const;
-  void check(std::uint64_t job, std::vector<int> mine, int my_rank, const std::string& what) const;
+  void advance(std::uint64_t job, std::vector<int> to, int my_rank) const;
+  void check(std::uint64_t job, int my_rank, const std::string& what) const;
   // The record as it is now: job id, generation (-1 when there is none) and members.
   struct Record {
     std::uint64_t job = 0;

@@ -525,15 +525,17 @@ const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const s
         injector_.observe_step(ev.step);
       }
       check_quorum(ev, table);                                  // 3. quorum lost: throws QuorumLost
+      fence_.advance(job_id_, ulfm_members(), my_original_rank_);  //  on record: a stale process stops here
       if (auto e = table.job_error()) throw *e;                 //    a job-level error: throws JobError
     }
     const bool may_respawn = !resume;
     resume = false;
     if (pool_ && !heal(clock, ev, table, may_respawn)) continue;  // spares (and respawns) take lost slots + agree
+    if (pool_ && !join) fence_.advance(job_id_, ulfm_members(), my_original_rank_);  // new processes on record
     describe_training_group(table, ev);
     if (!run_hooks(step, attempt, clock, ev)) continue;       // 4. hooks + agree
     ev.total_ms = clock.total_ms();
-    return publish(std::move(ev), before);
+    return publish(std::move(ev));
   }
 }
 
@@ -725,12 +727,10 @@ bool ResilientGroup::agree_on(bool mine) {
 }
 
 void ResilientGroup::check_current(const std::string& what) const {
-  fence_.check(job_id_, ulfm_members(), my_original_rank_, what);
+  fence_.check(job_id_, my_original_rank_, what);
 }
 
-const RecoveryEvent& ResilientGroup::publish(RecoveryEvent ev, const std::vector<int>& before) {
-  // On record before anything else: a process of a group the job left behind stops here.
-  fence_.advance(job_id_, before, ulfm_members(), my_original_rank_);
+const RecoveryEvent& ResilientGroup::publish(RecoveryEvent ev) {
   if (pool_) holders_ = members_;  // the training group now holds the state (the hooks ran)
   events_.push_back(std::move(ev));
   const RecoveryEvent& e = events_.back();

@@ -297,7 +297,7 @@ class ResilientGroup {
   // One agreement on the pool: did every survivor succeed at the step just made? The same answer
   // everywhere (a failure noticed during it counts as "no").
   bool agree_on(bool mine);
-  const RecoveryEvent& publish(RecoveryEvent ev, const std::vector<int>& before);  // events(), the summary line, the event log
+  const RecoveryEvent& publish(RecoveryEvent ev);  // events(), the summary line, the event log
   std::vector<int> lost_since(const std::vector<int>& before) const;
 
   GroupOptions opt_;

@@ -16,6 +16,9 @@ Real processes under tools/ftcc-run, hung for real with SIGSTOP (and continued w
                byte-identical), leaves with a 'superseded' record, and the job's status is 0
   finish_grace fencing off, a rank stopped for good: ftcc-run stops it FTCC_FINISH_GRACE seconds
                after the outcome and exits 0 instead of waiting forever
+  job_error_after_loss  a job-level error raised in the step where a rank is lost: the recovery
+               that shrank the group throws it, and the survivors report it (exit 4): the fence
+               never takes a live member for a stale one
   trainer      the reported case: ftcc-train with checkpoints, rank 2 then rank 0 stopped: both
                fenced, one FTCC_SUMMARY, the final checkpoint written once, exit 0
 """
@@ -165,7 +168,17 @@ def case_trainer():
     check(summary.get("samples_digest_ok") is True, "trainer: every sample seen exactly once")
 
 
-cases = {"pairs": case_pairs, "triples": case_triples, "dead_mate": case_dead_mate, "stale_copy": case_stale_copy,
+def case_job_error_after_loss():
+    prog = os.path.join(build, "tests", "reliability", "exit_status_prog")
+    job = Job(4, [prog, "throw-on-rank1", "kill:rank=2:step=5"])
+    rc = job.wait()
+    check(rc == 4, f"job error after a loss: exit 4 (got {rc})")
+    check(job.out.count("job error on rank 1 at step 5: rank 1 cannot open its input shard") == 1, "job error after a loss: its line once")
+    check("was excluded" not in job.out, "job error after a loss: no live rank taken for a stale one")
+    check(job.outcome().get("status") == "4", "job error after a loss: the outcome record says 4")
+
+
+cases = {"job_error_after_loss": case_job_error_after_loss, "pairs": case_pairs, "triples": case_triples, "dead_mate": case_dead_mate, "stale_copy": case_stale_copy,
          "finish_grace": case_finish_grace, "trainer": case_trainer}
 if case not in cases:
     sys.exit(f"unknown case {case!r}; one of {', '.join(cases)}")
