@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "ftcc/base/env_number.hpp"
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/mpi_check.hpp"
 #include "ftcc/comm/mpi_transport.hpp"
@@ -30,12 +31,9 @@ const FaultHook* g_hook_ptr = nullptr;  // read without the lock inside collecti
 }  // namespace
 
 double default_timeout_s() {
-  if (const char* env = std::getenv("FTCC_COMM_TIMEOUT_S")) {  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
-    char* end = nullptr;
-    const double v = std::strtod(env, &end);
-    if (end != env && v > 0) return v;
-  }
-  return 300.0;
+  // Parsed whole and range-checked (base/env_number.hpp): "5abc" is not 5 and "0" not 300; past
+  // 1e6 s a deadline overflows the clock's nanoseconds and fires at once.
+  return env_seconds("FTCC_COMM_TIMEOUT_S", 300.0, kMinTimeoutS, kMaxTimeoutS);
 }
 
 // ---- Scratch --------------------------------------------------------------------------------

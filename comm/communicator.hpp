@@ -47,7 +47,9 @@ class ProgressThread;  // comm/progress_thread.hpp
 
 using FaultHook = std::function<void(const char* op, int step)>;
 
-// FTCC_COMM_TIMEOUT_S if set (seconds, > 0), else 300.
+// FTCC_COMM_TIMEOUT_S if set (seconds, in [kMinTimeoutS, kMaxTimeoutS]), else 300. A value that
+// is not a number in that range throws ftcc::InvalidArgument naming the variable and the range.
+inline constexpr double kMinTimeoutS = 0.001, kMaxTimeoutS = 1e6;
 double default_timeout_s();
 // Collectives and point-to-point waits of this process in progress now. Progress watchdogs
 // (recovery/progress_watchdog.hpp) do not count time spent waiting for peers: the deadlines

@@ -341,7 +341,12 @@ TEST(Environment, TimeoutAndAlgorithmOverrides) {
     EXPECT_EQ(d.resolve_timeout(0), 7);
     EXPECT_EQ(d.resolve_timeout(1.5), 1.5);
   }
-  setenv("FTCC_COMM_TIMEOUT_S", "nonsense", 1);
+  // Parsed like a flag (base/env_number.hpp): refused, not silently the default.
+  for (const char* bad : {"nonsense", "5abc", "0", "inf", "1e12", "nan"}) {
+    setenv("FTCC_COMM_TIMEOUT_S", bad, 1);
+    EXPECT_THROW(default_timeout_s(), ftcc::InvalidArgument) << bad;
+  }
+  setenv("FTCC_COMM_TIMEOUT_S", "", 1);
   EXPECT_EQ(default_timeout_s(), 300);
   unsetenv("FTCC_COMM_TIMEOUT_S");
   EXPECT_EQ(default_timeout_s(), 300);
