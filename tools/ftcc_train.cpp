@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "ftcc/base/error.hpp"
+#include "ftcc/comm/communicator.hpp"
 #include "ftcc/comm/errors.hpp"
 #include "ftcc/comm/ulfm.hpp"
 #include "ftcc/recovery/fault_spec.hpp"
@@ -69,8 +71,8 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
   app.add_option("--layers", c.layers, "layer widths, input first, output last (e.g. 64,64,10)")->delimiter(',');
   app.add_option("--activation", t.activation, "relu | tanh | sigmoid")->check(CLI::IsMember({"relu", "tanh", "sigmoid"}))->capture_default_str();
   app.add_option("--dataset", c.dataset, "diabetes | digits | synthetic:N:IN:OUT | PATH.csv[.gz] | PATH.npy");
-  app.add_option("--epochs", c.epochs, "epochs to train (default 10 when --steps is not given)");
-  app.add_option("--steps", c.steps, "global steps to train instead of --epochs");
+  app.add_option("--epochs", c.epochs, "epochs to train, at least 1 (default 10 when --steps is not given)");
+  app.add_option("--steps", c.steps, "global steps to train instead of --epochs, at least 1");
   app.add_option("--batch", c.batch, "global batch size (split over the ranks)")->capture_default_str();
   app.add_option("--micro-batch", c.micro_batch, "micro-batch size: the unit of the data split and of --deterministic")->capture_default_str();
   app.add_option("--lr", c.lr, "learning rate")->capture_default_str();
@@ -93,6 +95,10 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
   app.add_option("--hang-timeout", c.hang_timeout_s, "seconds of heartbeat silence before a rank is fenced (0 = off)")->capture_default_str();
   app.add_option("--checkpoint-dir", c.checkpoint_dir, "folder for checkpoints");
   app.add_option("--checkpoint-every", c.checkpoint_every, "write a checkpoint every N steps");
+  app.add_option("--keep-checkpoints", c.keep_checkpoints,
+                 "after each checkpoint, keep the newest N complete checkpoints in --checkpoint-dir and delete older "
+                 "ones; 0 = keep all (the folder then grows by one checkpoint every --checkpoint-every steps)")
+      ->capture_default_str();
   app.add_option("--resume", c.resume, "resume from the newest valid checkpoint in this folder (it must exist)");
   app.add_option("--init-weights", c.init_weights,
                  "start from the parameters of this .safetensors file (names 0.weight, 0.bias, 2.weight, ...: nn::mlp's "
@@ -155,6 +161,33 @@ std::string log_path_problem(const std::string& path) {
   return "";
 }
 
+// --epochs and --steps are two ways to say how long the run is: one of them (or neither: 10
+// epochs), each at least 1. "--epochs 0 --steps 50" is both, not "steps, with epochs off".
+void check_run_length(const CLI::App& app, const ftcc::train::TrainConfig& c) {
+  const bool epochs = app.count("--epochs") > 0, steps = app.count("--steps") > 0;
+  if (epochs && steps)
+    throw ftcc::InvalidArgument("--epochs " + std::to_string(c.epochs) + " --steps " + std::to_string(c.steps) +
+                                ": give --epochs or --steps, not both (the run's length is one of them)");
+  // A given 0 is not "unset" (the config's 0): validate() then names the range.
+  if (epochs && c.epochs == 0)
+    throw ftcc::InvalidArgument("--epochs must be in [1, " + std::to_string(ftcc::train::kMaxEpochs) + "], got 0");
+  if (steps && c.steps == 0)
+    throw ftcc::InvalidArgument("--steps must be in [1, " + std::to_string(ftcc::train::kMaxSteps) + "], got 0");
+}
+
+// A flag in seconds: finite, in (0, 1e6] (or [0, 1e6] where 0 turns it off): past 1e6 s the
+// conversion to milliseconds is no deadline anyone means, and nan or inf used to pass.
+void check_seconds(const char* flag, double v, bool given, bool zero_is_off) {
+  if (!given) return;
+  const bool ok = std::isfinite(v) && v <= 1e6 && (zero_is_off ? v >= 0 : v > 0);
+  if (!ok) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", v);
+    throw ftcc::InvalidArgument(std::string(flag) + " must be a number of seconds in " + (zero_is_off ? "[0" : "(0") +
+                                ", 1e6]" + (zero_is_off ? " (0 = off)" : "") + ", got " + got);
+  }
+}
+
 // Every rank checks its own flags; the verdicts are gathered before anything collective, so a
 // rank whose flags are refused never leaves alone while the others wait for it (an MPMD launch
 // with different flags per rank). The lowest refusing rank prints its reason, once.
@@ -203,11 +236,10 @@ int main(int argc, char** argv) {
                "train even when ULFM fault tolerance is off (plain mpirun, or an MPI without ULFM), which is "
                "otherwise refused; a failed rank then ends the job. No effect under tools/ftcc-run");
   app.add_option("--ulfm-timeout", ulfm_timeout_s,
-                 "seconds a rank may wait in MPIX_Comm_shrink/agree before it leaves by itself (default: FTCC_ULFM_TIMEOUT_S, else 60)")
-      ->check(CLI::PositiveNumber);
+                 "seconds a rank may wait in MPIX_Comm_shrink/agree before it leaves by itself, in (0, 1e6] "
+                 "(default: FTCC_ULFM_TIMEOUT_S, else 60)");
   app.add_option("--progress-timeout", progress_timeout_s,
-                 "a rank that starts no step for this many seconds SIGKILLs itself (0 = off, the default)")
-      ->check(CLI::NonNegativeNumber);
+                 "a rank that starts no step for this many seconds SIGKILLs itself, in [0, 1e6] (0 = off, the default)");
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       if (first_rank()) std::printf("%s", app.help().c_str());
@@ -228,6 +260,12 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
       throw ftcc::InvalidArgument(std::string(e.what()) + " (see --help)");
     }
+    check_run_length(app, cfg);
+    check_seconds("--ulfm-timeout", ulfm_timeout_s, app.count("--ulfm-timeout") > 0, /*zero_is_off=*/false);
+    check_seconds("--progress-timeout", progress_timeout_s, true, /*zero_is_off=*/true);
+    // The environment is checked like the flags, here, so that every rank refuses it alike and
+    // before any communication (comm/ would throw the same at the first communicator).
+    ftcc::comm::default_timeout_s();
     // AdamW's default weight decay is PyTorch's (0.01); "adamw" with none would be plain Adam.
     parse_choices(choices, cfg);
     if (cfg.optimizer == ftcc::train::OptimizerKind::adamw && app.count("--weight-decay") == 0) cfg.weight_decay = 0.01;

@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <vector>
 
 #include "ftcc/base/error.hpp"
@@ -25,12 +28,67 @@ std::string stem_of(std::int64_t step) {
   return buf;
 }
 
-void fsync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
+// "PATH: No space left on device" from errno (captured by the caller right after the failed call).
+[[noreturn]] void throw_io(const std::string& what, const std::string& path, int err) {
+  throw ftcc::IoError(what + " '" + path + "': " + (err != 0 ? std::strerror(err) : "failed"));  // NOLINT(concurrency-mt-unsafe): messages only
+}
+
+void fsync_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_io("cannot open checkpoint file", path, errno);
+  if (::fsync(fd) != 0) {
+    const int err = errno;
     ::close(fd);
+    throw_io("cannot fsync checkpoint file", path, err);
   }
+  ::close(fd);
+}
+
+void fsync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw_io("cannot open checkpoint folder", dir, errno);
+  // EINVAL: a file system that cannot sync a folder (the renames are still made).
+  if (::fsync(fd) != 0 && errno != EINVAL) {
+    const int err = errno;
+    ::close(fd);
+    throw_io("cannot fsync checkpoint folder", dir, err);
+  }
+  ::close(fd);
+}
+
+// Writes `text` to `path` (created or truncated), fsync'ed; every failure (a full disk included,
+// which a buffered stream would only report at a close nobody checks) throws IoError.
+void write_durably(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_io("cannot create checkpoint file", path, errno);
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      ::close(fd);
+      throw_io("cannot write checkpoint file", path, err);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 && errno != EINVAL) {  // EINVAL: not a file that can be synced
+    const int err = errno;
+    ::close(fd);
+    throw_io("cannot fsync checkpoint file", path, err);
+  }
+  if (::close(fd) != 0) throw_io("cannot close checkpoint file", path, errno);
+}
+
+void rename_or_throw(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0) throw_io("cannot rename checkpoint file", from + "' to '" + to, errno);
+}
+
+// Removes `path` if it is a regular file (never what a symlink points to, nor a folder).
+bool remove_regular(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(path, ec))) return false;
+  return fs::remove(path, ec);
 }
 
 // Larger data files are not read (a checkpoint of this engine's models is far smaller).
@@ -38,56 +96,153 @@ constexpr std::uintmax_t kMaxCheckpointBytes = std::uintmax_t{64} << 30;
 
 std::string file_sha256(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  FTCC_CHECK(in.good()) << "cannot read " << path;
+  if (!in.good()) throw_io("cannot read checkpoint file", path, errno);
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return to_hex(sha256_of_bytes(std::as_bytes(std::span<const char>(bytes))));
 }
 
+// The names this store gives its files: ckpt-<step>.json, and its temporaries.
+const std::regex& record_name() {
+  static const std::regex re(R"(ckpt-([0-9]{10,18})\.json)");
+  return re;
+}
+const std::regex& temporary_name() {
+  static const std::regex re(R"(ckpt-[0-9]{10,18}\.(safetensors\.tmp|safetensors\.tmp\.tmp|json\.tmp))");
+  return re;
+}
+
 }  // namespace
 
-CheckpointStore::CheckpointStore(std::string dir) : dir_(std::move(dir)) {
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  FTCC_REQUIRE(!ec && fs::is_directory(dir_)) << "--checkpoint-dir '" << dir_ << "' cannot be created: " << ec.message();
+std::string record_digest(const nlohmann::json& record) {
+  nlohmann::json covered = record;
+  if (covered.is_object()) covered.erase("record_sha256");
+  const std::string text = covered.dump();  // compact; nlohmann::json objects keep their keys sorted
+  return to_hex(sha256_of_bytes(std::as_bytes(std::span<const char>(text.data(), text.size()))));
 }
 
-CheckpointStore::CheckpointStore(std::string dir, const TrainConfig& run, const std::vector<std::int64_t>& widths)
-    : CheckpointStore(std::move(dir)) {
+CheckpointStore::CheckpointStore(std::string dir) : dir_(std::move(dir)) {}
+
+CheckpointStore::CheckpointStore(std::string dir, const TrainConfig& run, const std::vector<std::int64_t>& widths,
+                                 StoreAccess access)
+    : dir_(std::move(dir)) {
   run_ = run;
   run_->layers = widths;
+  if (access == StoreAccess::read) return;
+  // Found out now, before any training, not at the first checkpoint. Not a configuration error:
+  // the same flag works where the folder can be written (a full or read-only disk is the job's
+  // environment failing), so it is a job error (exit 4), as a failed write later is.
+  const std::string flag = "--checkpoint-dir '" + dir_ + "'";
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) throw ftcc::IoError(flag + " cannot be created: " + ec.message());
+  if (!fs::is_directory(dir_, ec)) throw ftcc::IoError(flag + " is not a folder");
+  if (::access(dir_.c_str(), W_OK | X_OK) != 0)
+    throw ftcc::IoError(flag + " cannot be written: " + std::strerror(errno));  // NOLINT(concurrency-mt-unsafe): messages only
 }
 
-std::string CheckpointStore::save(const CheckpointInfo& info, const nn::Module& model, const optim::Optimizer& opt) const {
+std::string CheckpointStore::save(const CheckpointInfo& info, const nn::Module& model, const optim::Optimizer& opt,
+                                  const std::function<void()>& before_commit) const {
   const std::string stem = (fs::path(dir_) / stem_of(info.step)).string();
   std::string data_path = stem + ".safetensors";  // not const: returned, so moved out
   const std::string meta_path = stem + ".json";
   const std::string tmp_data = data_path + ".tmp";
-  optim::save_checkpoint(tmp_data, model, &opt,
-                         {{"step", std::to_string(info.step)}, {"config_hash", info.config_hash}});
-  fsync_path(tmp_data);
-  fs::rename(tmp_data, data_path);
-  nlohmann::json j{{"format", "ftcc-train-checkpoint-1"},
-                   {"step", info.step},
-                   {"epoch", info.epoch},
-                   {"cursor_step", info.cursor_step},
-                   {"samples_seen", info.samples_seen},
-                   {"samples_digest", data::digest_hex(info.samples_digest)},
-                   {"world_size", info.world_size},
-                   {"seed", info.seed},
-                   {"config_hash", info.config_hash},
-                   {"file", fs::path(data_path).filename().string()},
-                   {"sha256", file_sha256(data_path)}};
-  if (run_) j["config"] = run_->to_json();
   const std::string tmp_meta = meta_path + ".tmp";
-  {
-    std::ofstream out(tmp_meta, std::ios::trunc);
-    out << j.dump(1) << "\n";
-    FTCC_CHECK(out.good()) << "cannot write " << tmp_meta;
+  // A save that fails leaves none of its temporaries (a full disk gets its space back).
+  auto drop_temporaries = [&] {
+    remove_regular(tmp_data + ".tmp");
+    remove_regular(tmp_data);
+    remove_regular(tmp_meta);
+  };
+  try {
+    try {
+      errno = 0;
+      optim::save_checkpoint(tmp_data, model, &opt,
+                             {{"step", std::to_string(info.step)}, {"config_hash", info.config_hash}});
+    } catch (const ftcc::InvalidArgument&) {
+      throw;  // a bad tensor name: a bug, not the disk
+    } catch (const ftcc::IoError&) {
+      throw;
+    } catch (const ftcc::Error& e) {
+      const int err = errno;
+      throw ftcc::IoError(std::string("writing checkpoint: ") + e.what() +
+                          (err != 0 ? std::string(": ") + std::strerror(err) : std::string()));  // NOLINT(concurrency-mt-unsafe): messages only
+    }
+    fsync_file(tmp_data);
+    nlohmann::json j{{"format", kCheckpointFormat},
+                     {"step", info.step},
+                     {"epoch", info.epoch},
+                     {"cursor_step", info.cursor_step},
+                     {"samples_seen", info.samples_seen},
+                     {"samples_digest", data::digest_hex(info.samples_digest)},
+                     {"world_size", info.world_size},
+                     {"seed", info.seed},
+                     {"config_hash", info.config_hash},
+                     {"file", fs::path(data_path).filename().string()},
+                     {"sha256", file_sha256(tmp_data)}};
+    if (run_) j["config"] = run_->to_json();
+    j["record_sha256"] = record_digest(j);
+    write_durably(tmp_meta, j.dump(1) + "\n");
+    // What is committed is a regular file this store wrote, never a symlink found at a temporary
+    // name (the write went through it: the checkpoint would be wherever it points).
+    for (const std::string& path : {tmp_data, tmp_meta}) {
+      std::error_code sec;
+      if (!fs::is_regular_file(fs::symlink_status(path, sec)))
+        throw ftcc::IoError("cannot commit checkpoint file '" + path + "': not a regular file (a symlink or device at the "
+                            "store's temporary name)");
+    }
+    if (before_commit) before_commit();
+    rename_or_throw(tmp_data, data_path);
+    rename_or_throw(tmp_meta, meta_path);
+    fsync_dir(dir_);
+  } catch (...) {
+    drop_temporaries();
+    throw;
   }
-  fsync_path(tmp_meta);
-  fs::rename(tmp_meta, meta_path);
-  fsync_path(dir_);
+  if (run_ && run_->keep_checkpoints > 0) keep_newest(info.step);
   return data_path;
+}
+
+void CheckpointStore::keep_newest(std::int64_t saved_step) const {
+  // Complete checkpoints (a record and its data file) up to the one just saved, newest first.
+  std::vector<std::pair<std::int64_t, std::string>> complete;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    std::smatch m;
+    if (!std::regex_match(name, m, record_name())) continue;
+    const std::int64_t step = std::stoll(m[1].str());
+    fs::path data = e.path();
+    data.replace_extension(".safetensors");
+    std::error_code dec;
+    if (step <= saved_step && fs::exists(data, dec)) complete.emplace_back(step, e.path().string());
+  }
+  if (ec) throw_io("cannot list checkpoint folder", dir_, ec.value());
+  std::sort(complete.rbegin(), complete.rend());
+  for (std::size_t i = static_cast<std::size_t>(run_->keep_checkpoints); i < complete.size(); ++i) {
+    // The record first: a deletion cut short leaves a data file without a record (skipped on
+    // resume, with a note), never a record without its data.
+    fs::path data = complete[i].second;
+    data.replace_extension(".safetensors");
+    for (const std::string& path : {complete[i].second, data.string()})
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw_io("cannot delete old checkpoint file", path, errno);
+  }
+}
+
+std::vector<std::string> CheckpointStore::remove_stale_temporaries() const {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!std::regex_match(name, temporary_name())) continue;
+    std::error_code sec;
+    if (!fs::is_regular_file(e.symlink_status(sec))) continue;  // not a file this store wrote
+    if (::unlink(e.path().c_str()) != 0 && errno != ENOENT)
+      throw_io("cannot delete stale temporary checkpoint file", e.path().string(), errno);
+    removed.push_back(e.path().string());
+  }
+  if (ec) throw_io("cannot list checkpoint folder", dir_, ec.value());
+  std::sort(removed.begin(), removed.end());
+  return removed;
 }
 
 std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<void(const std::string&)>& notes) const {
@@ -99,7 +254,7 @@ std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<
     if (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".json") metas.push_back(e.path());
     if (e.path().extension() == ".safetensors") weights.push_back(e.path());
   }
-  FTCC_CHECK(!ec) << "cannot list checkpoint folder '" << dir_ << "': " << ec.message();
+  if (ec) throw_io("cannot list checkpoint folder", dir_, ec.value());
   // A .safetensors without its .json (weights from elsewhere, or a copy that left it behind):
   // say which file is missing rather than only "no valid checkpoint".
   for (const auto& w : weights) {
@@ -117,11 +272,20 @@ std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<
     };
     CheckpointInfo info;
     std::optional<TrainConfig> recorded;  // absent in checkpoints written before it was recorded
+    bool old_format = false;              // ftcc-train-checkpoint-1: no record digest
     try {
       std::ifstream in(m);
       const auto j = nlohmann::json::parse(in);
-      if (j.value("format", "") != "ftcc-train-checkpoint-1") {
+      const std::string format = j.value("format", "");
+      if (format != kCheckpointFormat && format != kCheckpointFormatV1) {
         skip("not an ftcc training checkpoint");
+        continue;
+      }
+      old_format = format == kCheckpointFormatV1;
+      // A record digest in a record of the old format: a new record whose format was edited.
+      if (old_format == j.contains("record_sha256")) {
+        skip(old_format ? "its record says format " + format + " but holds a record_sha256 (edited?)"
+                        : "its record has no record_sha256 (edited, or not written by ftcc-train)");
         continue;
       }
       info.step = j.at("step").get<std::int64_t>();
@@ -157,6 +321,13 @@ std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<
         skip("its data file " + info.path + " is larger than " + std::to_string(kMaxCheckpointBytes >> 30) + " GiB");
         continue;
       }
+      // Every field read above (and the data file's SHA-256 checked below) is covered: an edited
+      // or damaged record is not trusted, whatever field changed.
+      if (!old_format && record_digest(j) != j.at("record_sha256").get<std::string>()) {
+        skip("its record does not verify (record_sha256 mismatch): " + m.filename().string() +
+             " was edited or damaged");
+        continue;
+      }
       if (file_sha256(info.path) != j.at("sha256").get<std::string>()) {
         skip("checksum mismatch: " + info.path + " is corrupt or truncated");
         continue;
@@ -165,6 +336,9 @@ std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<
       skip(std::string("unreadable metadata (") + e.what() + ")");
       continue;
     }
+    if (old_format && notes)
+      notes("checkpoint " + m.string() + " is of the older format " + kCheckpointFormatV1 +
+            " (no record digest): its tensors are verified, its step, data cursor and sample counts cannot be");
     if (!run_) return info;
     // The newest valid checkpoint is the one to resume: if it is of another configuration, refuse
     // rather than fall back to an older one of this configuration (resuming from further back

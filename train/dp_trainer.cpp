@@ -100,6 +100,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   const auto t_data = Clock::now();
   TrainingData td = load_training_data(cfg.dataset, cfg.seed, cfg.held_out, spare ? nullptr : &g.comm());
   const double data_s = seconds_since(t_data);
+  require_batch_fits(cfg, td.train.size());
   tensor::host_buffers_release();  // the buffers of the data's preparation will not be asked for again
   const std::vector<std::int64_t> widths = model_widths(cfg.layers, td, cfg.dataset);
 
@@ -143,6 +144,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
       throw ftcc::Error("initial parameters differ between ranks (rank " + std::to_string(bad[0]) + ")");
     g.set_committed_step(p.step - 1);
   }  // a spare's committed step stays -1 (it holds no step of the run)
+  if (store) remove_stale_temporaries(*store, g, log);  // once the start is accepted: a refused run touches nothing
 
   ProgressReporter report(cfg, g, log);
 
@@ -280,7 +282,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
               CheckpointInfo info{p.step, p.cursor.epoch, p.cursor.step, p.samples_seen, g.size(), cfg.seed,
                                   to_hex(cfg_hash), ""};
               info.samples_digest = p.samples_digest;
-              log.checkpoint(p.step, store->save(info, *model, *opt));
+              log.checkpoint(p.step, store->save(info, *model, *opt, commit_check(g, p.step)));
             }
           },
       // The final figures, each rank on its share of the data (a failure here is recovered too).
@@ -303,6 +305,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   // Where the whole run's time went (rank 0's clock): set-up (data included) | steps | evaluation.
   s.wall_split_s = {{"setup", setup_s}, {"data", data_s}, {"evaluation", evaluation_s},
                     {"steps", s.wall_s - setup_s - evaluation_s}};
+  require_samples_exact(s);  // every rank alike: a job-level error, not a summary with a false flag
   log.finish(s.to_json());
   return s;
 }

@@ -16,8 +16,9 @@
 //
 // Checked, not assumed: the step's allreduce also carries the samples each rank fed to the model
 // (a data::SampleTally: count and order-independent digest) and whether the reduced gradients are
-// finite; the summary compares the total with what the batches before the final cursor hold
-// (samples_digest_ok), and a non-finite loss or gradient stops every rank at the same step.
+// finite; at the end the total is compared with what the batches before the final cursor hold
+// (a mismatch stops every rank alike: require_samples_exact, exit 4), and a non-finite loss or
+// gradient stops every rank at the same step.
 //
 // --deterministic: each fixed micro-batch's gradient is computed separately and summed in 64-bit
 // fixed point (train/exact_sum.hpp), so the result, hence the final parameters, are bitwise the
@@ -33,7 +34,8 @@ namespace ftcc::train {
 
 // Runs the whole training on `group` (which may shrink). Every surviving rank returns the same
 // summary. Throws ftcc::InvalidArgument for bad configurations (identical on every rank),
-// ftcc::Error for runtime problems.
+// ftcc::IoError when the checkpoint folder or --log-json cannot be written, ftcc::Error for other
+// runtime problems.
 TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGroup& group);
 
 }  // namespace ftcc::train

@@ -59,12 +59,14 @@ class Driver {
                                                  << " replicas need a --batch of at least as many rows, got " << cfg.batch;
     }
     s_->validate(model_size_, /*at_start=*/true);
+    require_batch_fits(cfg, td_.train.size());
     if (!cfg.checkpoint_dir.empty()) ckpt_ = std::make_unique<CheckpointStore>(cfg.checkpoint_dir, cfg, widths_);
     tensor::host_buffers_release();  // the buffers of the data's preparation will not be asked for again
   }
 
   TrainSummary run() {
     if (!g_.is_spare()) start();
+    if (ckpt_) remove_stale_temporaries(*ckpt_, g_, log_);  // once the start is accepted: a refused run touches nothing
     ProgressReporter report(cfg_, g_, log_);
     g_.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) { recover(grp, ev); });
     // A hot spare waits; once it takes a lost rank's place, the hook above has rebuilt its part
@@ -101,6 +103,7 @@ class Driver {
     if (!cfg_.quiet && model_)  // an idle rank (a spare that found no place in the grid) holds no part
       log_.note(std::string(s_->name()) + ": state " + std::to_string(s_->state_bytes()) +
                 " B, replica/snapshot store " + std::to_string(store_.bytes()) + " B on rank 0");
+    require_samples_exact(sum);  // every rank alike: a job-level error, not a summary with a false flag
     log_.finish(sum.to_json());
     return sum;
   }
@@ -209,7 +212,7 @@ class Driver {
         CheckpointInfo info{p_.step, p_.cursor.epoch, p_.cursor.step, p_.samples_seen, c.size(), cfg_.seed,
                             to_hex(cfg_hash_), ""};
         info.samples_digest = p_.samples_digest;
-        log_.checkpoint(p_.step, ckpt_->save(info, *full_.model, *full_.opt));
+        log_.checkpoint(p_.step, ckpt_->save(info, *full_.model, *full_.opt, commit_check(g_, p_.step)));
       }
     }
     const double loss = sums[0];

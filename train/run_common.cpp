@@ -60,6 +60,32 @@ void require_finite(double reduced_loss, bool gradients_finite, std::int64_t ste
                     number_text(cfg.lr) + ") or the data holds NaN/Inf values");
 }
 
+void require_samples_exact(const TrainSummary& s) {
+  if (s.samples_digest_ok && s.samples_seen == s.samples_expected) return;
+  throw ftcc::Error("exactly-once check failed: the committed steps fed " + std::to_string(s.samples_seen) +
+                    " samples (digest " + data::digest_hex(s.samples_digest) + "), the batches before the final data cursor (epoch " +
+                    std::to_string(s.epochs) + ") hold " + std::to_string(s.samples_expected) + " (digest " +
+                    data::digest_hex(s.samples_digest_expected) +
+                    "): the progress restored from a checkpoint or a recovery was wrong; the model did not train on "
+                    "the configured data");
+}
+
+void require_batch_fits(const TrainConfig& cfg, std::int64_t train_rows) {
+  FTCC_REQUIRE(cfg.batch <= train_rows)
+      << "--batch " << cfg.batch << " is larger than the training set (" << train_rows << " rows of " << cfg.dataset
+      << " after --held-out " << number_text(cfg.held_out) << "): use at most " << train_rows;
+}
+
+std::function<void()> commit_check(const recovery::ResilientGroup& g, std::int64_t step) {
+  return [&g, step] { g.check_current("writing checkpoint " + std::to_string(step)); };
+}
+
+void remove_stale_temporaries(const CheckpointStore& store, const recovery::ResilientGroup& g, RunLog& log) {
+  if (g.rank() != 0 || g.is_spare() || g.respawned()) return;
+  for (const std::string& path : store.remove_stale_temporaries())
+    log.note("removed " + path + ": a temporary file left by an interrupted checkpoint write");
+}
+
 TrainProgress agree_progress(fc::Communicator& c, const TrainProgress* mine, std::int64_t step) {
   constexpr std::size_t kWords = 6;
   std::int64_t row[kWords] = {0, 0, 0, 0, 0, 0};  // has it, cursor epoch and step, step, samples, digest

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -26,6 +27,7 @@
 #include "ftcc/recovery/resilient_group.hpp"
 #include "ftcc/tensor/ops.hpp"
 #include "ftcc/tensor/tensor.hpp"
+#include "ftcc/train/checkpoint_store.hpp"
 #include "ftcc/train/run_log.hpp"
 #include "ftcc/train/state_hash.hpp"
 #include "ftcc/train/train_config.hpp"
@@ -98,6 +100,26 @@ class TrainingStateLost : public ftcc::Error {
 // when a step's loss or gradients are NaN or infinite. Pass values every rank holds after the
 // step's allreduce, so that every rank throws at the same step with the same message.
 void require_finite(double reduced_loss, bool gradients_finite, std::int64_t step, const TrainConfig& cfg);
+
+// Throws ftcc::Error (every rank alike: the summary's figures are agreed) when the exactly-once
+// check of a finished run fails: the samples its committed steps fed (count and digest) are not
+// what the batches before its final data cursor hold. The run trained on other data than it was
+// configured for (a checkpoint or a recovery restored a wrong progress): a job-level error, exit 4.
+void require_samples_exact(const TrainSummary& s);
+
+// Throws ftcc::InvalidArgument when --batch is larger than the training set (`train_rows`): every
+// step would then take the whole set, not the batch asked for.
+void require_batch_fits(const TrainConfig& cfg, std::int64_t train_rows);
+
+// What the trainers pass to CheckpointStore::save as before_commit: the group's check that this
+// process still belongs to the job (ResilientGroup::check_current throws recovery::Superseded in a
+// stale copy, stopped and excluded by a newer group, so that it never commits a checkpoint).
+std::function<void()> commit_check(const recovery::ResilientGroup& g, std::int64_t step);
+
+// The run's rank 0 at start (not a spare, nor a process started by a respawn, which join a run in
+// progress whose rank 0 may be writing) deletes the temporaries an interrupted write left in the
+// checkpoint folder, and notes each one.
+void remove_stale_temporaries(const CheckpointStore& store, const recovery::ResilientGroup& g, RunLog& log);
 
 // After a rollback to `step`: each rank passes its progress recorded at that step (nullptr if it
 // has none). Returns the one of the lowest rank that has it, after checking that every rank that

@@ -2,9 +2,13 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+
+#include "ftcc/base/error.hpp"
 
 namespace ftcc::train {
 
@@ -22,9 +26,21 @@ RunLog::~RunLog() { end_bar(); }
 
 void RunLog::json_line(const nlohmann::json& j) {
   if (cfg_.log_json.empty() || !reporter()) return;
-  if (!json_.is_open()) json_.open(cfg_.log_json, std::ios::app);  // a new rank 0 appends
+  if (!json_.is_open()) {
+    errno = 0;
+    json_.open(cfg_.log_json, std::ios::app);  // a new rank 0 appends
+    if (!json_.is_open()) throw_write_error("cannot open");
+  }
+  errno = 0;
   json_ << j.dump() << "\n";
-  json_.flush();
+  json_.flush();  // each line reaches the file now: a full disk is found at this line, not at exit
+  if (!json_) throw_write_error("cannot append to");
+}
+
+void RunLog::throw_write_error(const char* what) const {
+  const int err = errno;
+  throw ftcc::IoError(std::string("--log-json '") + cfg_.log_json + "': " + what + " it: " +
+                      (err != 0 ? std::strerror(err) : "write failed"));  // NOLINT(concurrency-mt-unsafe): messages only
 }
 
 void RunLog::end_bar() {

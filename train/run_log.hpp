@@ -7,6 +7,7 @@
 //  - --log-json PATH: one JSON object per line: {"event":"step",...} for every step,
 //    {"event":"recovery",...}, {"event":"checkpoint",...}, {"event":"summary",...};
 //  - at the end exactly one stdout line "FTCC_SUMMARY {json}".
+// A --log-json that cannot be written throws ftcc::IoError (a job error, exit 4).
 // --quiet keeps only the recovery lines and the summary.
 #pragma once
 
@@ -35,7 +36,10 @@ class RunLog {
 
  private:
   bool reporter() const { return group_.rank() == 0; }
+  // Appends j to --log-json and flushes; throws ftcc::IoError naming the file and the reason when
+  // that fails (a full disk is a job error, found at the line that did not fit).
   void json_line(const nlohmann::json& j);
+  [[noreturn]] void throw_write_error(const char* what) const;
   void end_bar();
 
   const TrainConfig& cfg_;

@@ -70,6 +70,7 @@ const std::vector<Field>& fields() {
       field("hang-timeout", &TrainConfig::hang_timeout_s, kSafe),
       field("checkpoint-dir", &TrainConfig::checkpoint_dir, kSafe),
       field("checkpoint-every", &TrainConfig::checkpoint_every, kSafe),
+      field("keep-checkpoints", &TrainConfig::keep_checkpoints, kSafe),  // how many old files stay on disk
       field("resume", &TrainConfig::resume, kSafe),
       field("init-weights", &TrainConfig::init_weights, kSafe),  // only where a run starts; a resume replaces it
       field("log-json", &TrainConfig::log_json, kSafe),
@@ -115,10 +116,14 @@ void refuse_choice(std::string_view flag, std::string_view text, const std::stri
 void TrainConfig::validate() const {
   FTCC_REQUIRE(resume.empty() || init_weights.empty())
       << "--init-weights and --resume exclude each other: a checkpoint holds the weights and the optimizer state";
-  FTCC_REQUIRE(epochs >= 0 && steps >= 0) << "--epochs and --steps must be >= 0";
+  // 0 is "not given" here (ftcc-train refuses an explicit 0); the bounds keep epochs x steps per
+  // epoch and the sample counts far from overflowing.
+  FTCC_REQUIRE(epochs >= 0 && epochs <= kMaxEpochs) << "--epochs must be in [1, " << kMaxEpochs << "], got " << epochs;
+  FTCC_REQUIRE(steps >= 0 && steps <= kMaxSteps) << "--steps must be in [1, " << kMaxSteps << "], got " << steps;
   FTCC_REQUIRE(!(epochs > 0 && steps > 0)) << "give --epochs or --steps, not both";
-  FTCC_REQUIRE(batch > 0) << "--batch must be > 0, got " << batch;
-  FTCC_REQUIRE(micro_batch > 0) << "--micro-batch must be > 0, got " << micro_batch;
+  FTCC_REQUIRE(batch > 0 && batch <= kMaxBatch) << "--batch must be in [1, " << kMaxBatch << "], got " << batch;
+  FTCC_REQUIRE(micro_batch > 0 && micro_batch <= kMaxBatch)
+      << "--micro-batch must be in [1, " << kMaxBatch << "], got " << micro_batch;
   FTCC_REQUIRE(lr > 0) << "--lr must be > 0, got " << lr;
   FTCC_REQUIRE(momentum >= 0 && momentum < 1) << "--momentum must be in [0, 1), got " << momentum;
   FTCC_REQUIRE(weight_decay >= 0) << "--weight-decay must be >= 0";
@@ -129,7 +134,9 @@ void TrainConfig::validate() const {
                                 {"--held-out", held_out}, {"--bucket-mb", bucket_mb}})
     FTCC_REQUIRE(std::isfinite(v)) << flag << " must be a finite number, got " << v;
   FTCC_REQUIRE(hang_timeout_s >= 0 && hang_timeout_s <= 1e6) << "--hang-timeout must be in [0, 1e6] seconds";
-  FTCC_REQUIRE(checkpoint_every >= 0) << "--checkpoint-every must be >= 0";
+  FTCC_REQUIRE(checkpoint_every >= 0) << "--checkpoint-every must be >= 0, got " << checkpoint_every;
+  FTCC_REQUIRE(keep_checkpoints >= 0) << "--keep-checkpoints must be >= 0 (0 keeps all), got " << keep_checkpoints;
+  FTCC_REQUIRE(log_every >= 0) << "--log-every must be >= 0, got " << log_every;
   FTCC_REQUIRE(checkpoint_every == 0 || !checkpoint_dir.empty()) << "--checkpoint-every needs --checkpoint-dir";
   FTCC_REQUIRE(held_out > 0 && held_out < 1) << "--held-out must be in (0, 1), got " << held_out;
   FTCC_REQUIRE(bucket_mb > 0 && bucket_mb <= 1e6) << "--bucket-mb must be in (0, 1e6]";
@@ -165,7 +172,7 @@ std::string TrainConfig::canonical() const {
      << " batch=" << batch << " micro_batch=" << micro_batch << " lr=" << lr << " optimizer=" << choice_name(optimizer)
      << " momentum=" << momentum << " weight_decay=" << weight_decay << " seed=" << seed << " device=" << choice_name(device)
      << " deterministic=" << deterministic << " on_failure=" << choice_name(on_failure) << " hang_timeout=" << hang_timeout_s
-     << " checkpoint_every=" << checkpoint_every << " resume=" << resume << " init_weights=" << init_weights << " held_out=" << held_out
+     << " checkpoint_every=" << checkpoint_every << " keep_checkpoints=" << keep_checkpoints << " resume=" << resume << " init_weights=" << init_weights << " held_out=" << held_out
      << " bucket_mb=" << bucket_mb << " overlap=" << overlap << " micro_batches=" << micro_batches
      << " schedule=" << choice_name(schedule) << " pp_size=" << pp_size << " tp_size=" << tp_size << " replicas=" << replicas
      << " replicate_every=" << replicate_every << " spares=" << spares << " respawn=" << respawns << " inject=";

@@ -87,13 +87,17 @@ E parse_choice(std::string_view flag, std::string_view text) {
   refuse_choice(flag, text, choice_list<E>());
 }
 
+// Bounds of the counts (validate()): with at most 2^31 - 1 rows a batch and 10^9 steps or epochs, the
+// samples a run counts (steps x batch, epochs x rows) stay below 2^63.
+inline constexpr std::int64_t kMaxBatch = 2147483647, kMaxSteps = 1000000000, kMaxEpochs = 1000000000;
+
 struct TrainConfig {
   Parallel parallel = Parallel::dp;
   std::vector<std::int64_t> layers;           // widths; empty = {features, 64, targets}
   Activation activation = Activation::ReLU;
   std::string dataset = "digits";             // diabetes | digits | synthetic:N:IN:OUT | PATH.csv[.gz] | PATH.npy
-  std::int64_t epochs = 0;                    // one of epochs / steps; both 0 = 10 epochs
-  std::int64_t steps = 0;
+  std::int64_t epochs = 0;                    // one of epochs / steps; both 0 = 10 epochs (0 = not given:
+  std::int64_t steps = 0;                     // ftcc-train refuses an explicit --epochs 0 or --steps 0)
   std::int64_t batch = 64;                    // global batch
   std::int64_t micro_batch = 8;               // micro-batch of the data split (and of --deterministic)
   double lr = 0.05;
@@ -108,6 +112,7 @@ struct TrainConfig {
   double hang_timeout_s = 30;                 // 0 = no heartbeat
   std::string checkpoint_dir;
   std::int64_t checkpoint_every = 0;
+  std::int64_t keep_checkpoints = 3;          // the newest N complete checkpoints kept after each save; 0 = all
   std::string resume;                         // checkpoint folder to resume from
   std::string init_weights;                   // .safetensors of parameters to start from (fresh optimizer)
   std::string log_json;

@@ -244,6 +244,153 @@ elif case == "checkpoint_file_field":
     expect(rc, 2, out, line="no valid checkpoint found there")
     check("its metadata file ckpt-0000000003.json is missing" in out, "the note names the missing .json")
 
+elif case == "checkpoint_record_edited":
+    # The record (ckpt-*.json) is covered by its own SHA-256 with the tensors' digest: "step" edited
+    # to 13700 used to be resumed (13,700 steps of a 12-step run, exit 0). Now the record does not
+    # verify, is skipped with a note, and with nothing valid left --resume is refused (exit 2).
+    w = Workspace()
+    meta = os.path.join(w.ck, "ckpt-0000000003.json")
+    for field, value in (("step", 13700), ("epoch", 1), ("samples_seen", 64)):
+        good = open(meta).read()
+        m = json.loads(good)
+        m[field] = value
+        json.dump(m, open(meta, "w"), indent=1)
+        before = snapshot(w.ck)
+        rc, out, s = job(3, TRAIN, *MODEL, "--steps", "12", "--resume", w.ck, *w.train_args())
+        expect(rc, 2, out, line="no valid checkpoint found there", no_recovery_line=True)
+        check("skipping checkpoint " + meta + ": its record does not verify (record_sha256 mismatch)" in out,
+              f"{field} edited: the note says the record does not verify")
+        check(s is None, f"{field} edited: no summary, nothing trained")
+        check(snapshot(w.ck) == before, f"{field} edited: the checkpoint folder is byte-identical")
+        open(meta, "w").write(good)
+    w.check_kept(new_checkpoints_allowed=False)
+
+elif case == "samples_mismatch":
+    # The exactly-once check that fails ends the job: a record whose data cursor was moved on one
+    # epoch (its record digest recomputed, so it verifies: the digest guards against edits and
+    # damage, not forgery) resumes, and the samples fed are not what the cursor says. Used to end
+    # with exit 0 and "samples_digest_ok": false in the summary.
+    w = Workspace()
+    meta = os.path.join(w.ck, "ckpt-0000000003.json")
+    m = json.load(open(meta))
+    canon = lambda r: hashlib.sha256(json.dumps({k: v for k, v in r.items() if k != "record_sha256"}, sort_keys=True,
+                                                separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+    check(canon(m) == m.get("record_sha256"), "the record digest is reproducible as documented (docs/training.md)")
+    m["epoch"] += 1
+    m["record_sha256"] = canon(m)
+    json.dump(m, open(meta, "w"), indent=1)
+    w.ck_before = snapshot(w.ck)
+    rc, out, s = job(3, TRAIN, *MODEL, "--steps", "12", "--resume", w.ck, *w.train_args())
+    # Every rank finds it alike; the agreement names one of them.
+    expect(rc, 4, out, line="ftcc-train: job error on rank", no_recovery_line=True)
+    check(once(out, "at step 11: exactly-once check failed: the committed steps fed 768 samples (digest ")
+          and "the batches before the final data cursor (epoch 1) hold 2206 (digest " in out,
+          "the line names the samples seen and expected")
+    check(s is None, "no summary: the run did not train on the configured data")
+    w.check_kept(new_checkpoints_allowed=True)  # checkpoints of steps 4..12 are not asked for: none
+
+elif case == "checkpoint_json_disk_full":
+    # The record's temporary is /dev/full (a disk that fills while the .json is written): a job
+    # error naming the file and the system's reason. The buffered stream used to report nothing and
+    # the rename committed a record that was /dev/full (exit 0).
+    w = Workspace()
+    tmp = os.path.join(w.ck, "ckpt-0000000006.json.tmp")
+    os.symlink("/dev/full", tmp)
+    rc, out, s = job(3, TRAIN, *MODEL, "--steps", "12", "--resume", w.ck, "--checkpoint-every", "3", *w.train_args())
+    expect(rc, 4, out, line=f"ftcc-train: job error on rank 0 at step 5: cannot write checkpoint file '{tmp}': "
+                            "No space left on device", no_recovery_line=True)
+    check(s is None, "no summary: the job did not finish")
+    check(os.path.islink(tmp) and not os.path.lexists(os.path.join(w.ck, "ckpt-0000000006.safetensors"))
+          and not os.path.lexists(os.path.join(w.ck, "ckpt-0000000006.safetensors.tmp")),
+          "nothing of checkpoint 6 committed or left behind (the symlink is not the store's: kept)")
+    w.check_kept(new_checkpoints_allowed=False)
+
+elif case == "checkpoint_disk_fills":
+    # A real full disk: a 200 KiB tmpfs as --checkpoint-dir, a checkpoint (about 20 KiB) every step.
+    # With --keep-checkpoints 0 it fills: a job error naming the file and ENOSPC, nothing partial
+    # left. With the default (the newest 3 kept) the same run finishes and holds 3 checkpoints
+    # (was: every checkpoint kept, the disk filled, exit 4).
+    mnt = tempfile.mkdtemp(prefix="ftcc-exit-status-fs-")
+    def mount():
+        return subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", mnt], capture_output=True, text=True)
+    p = mount()
+    if p.returncode != 0:
+        print(f"skipped: mount -t tmpfs is not permitted here ({p.stderr.strip()})")
+        sys.exit(77)
+    try:
+        rc, out, s = job(2, TRAIN, *MODEL, "--steps", "40", "--checkpoint-dir", mnt, "--checkpoint-every", "1",
+                         "--keep-checkpoints", "0")
+        expect(rc, 4, out, line="ftcc-train: job error on rank 0 at step", no_recovery_line=True)
+        check(once(out, "No space left on device") and mnt in out, "the line names the file and ENOSPC")
+        names = os.listdir(mnt)
+        check(s is None and not any(n.endswith(".tmp") for n in names) and len(names) % 2 == 0,
+              f"no summary; only complete checkpoints left, no temporaries ({len(names)} files)")
+        subprocess.run(["umount", mnt])
+        mount()
+        rc, out, s = job(2, TRAIN, *MODEL, "--steps", "40", "--checkpoint-dir", mnt, "--checkpoint-every", "1")
+        expect(rc, 0, out)
+        check(sorted(os.listdir(mnt)) == [f"ckpt-00000000{st}.{e}" for st in (38, 39, 40) for e in ("json", "safetensors")],
+              f"default --keep-checkpoints 3: the newest 3 ({sorted(os.listdir(mnt))})")
+    finally:
+        subprocess.run(["umount", mnt])
+        os.rmdir(mnt)
+
+elif case == "log_json_disk_full":
+    # --log-json on a full disk: a job error at the first line that does not fit (was ignored, exit 0).
+    w = Workspace()
+    rc, out, s = job(2, TRAIN, *MODEL, "--steps", "12", "--checkpoint-dir", w.ck, "--log-json", "/dev/full")
+    expect(rc, 4, out, line="ftcc-train: job error on rank 0 at step 0: --log-json '/dev/full': cannot append to it: "
+                            "No space left on device", no_recovery_line=True)
+    check(s is None, "no summary")
+
+elif case == "checkpoint_dir_unwritable":
+    # A --checkpoint-dir that cannot be written is refused at start, before any step, as the job
+    # error a failed checkpoint write is (exit 4): a path under a file (ENOTDIR, was exit 2 as a
+    # configuration error), and a read-only mount (was found out at the first checkpoint).
+    w = Workspace()
+    under_file = os.path.join(w.ck, "ckpt-0000000003.json", "ck")
+    rc, out, s = job(3, TRAIN, *MODEL, "--steps", "12", "--checkpoint-every", "3", "--checkpoint-dir", under_file,
+                     "--log-json", w.log)
+    # Every rank checks the folder (any of them may become rank 0); the agreement names one.
+    expect(rc, 4, out, line="ftcc-train: job error on rank", no_recovery_line=True)
+    check(once(out, f": --checkpoint-dir '{under_file}' cannot be created: Not a directory"), "the line names the folder and why")
+    check(s is None, "no summary")
+    ro = os.path.join(w.tmp, "ro")
+    os.makedirs(ro)
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", ro], capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"skipped: the read-only mount (mount -t tmpfs -o ro is not permitted here: {p.stderr.strip()})")
+    else:
+        try:
+            rc, out, s = job(3, TRAIN, *MODEL, "--steps", "12", "--checkpoint-every", "3", "--checkpoint-dir", ro,
+                             "--log-json", w.log)
+            expect(rc, 4, out, line="ftcc-train: job error on rank", no_recovery_line=True)
+            check(once(out, f": --checkpoint-dir '{ro}' cannot be written: Read-only file system"),
+                  "the line names the folder and why")
+            log_lines = open(w.log, "rb").read()[len(w.log_before):].decode().splitlines()
+            check(s is None and not any('"event":"step"' in l.replace(" ", "") for l in log_lines),
+                  "refused before any step (no step in the log)")
+        finally:
+            subprocess.run(["umount", ro])
+    w.check_kept(new_checkpoints_allowed=False)
+
+elif case == "comm_timeout_env":
+    # FTCC_COMM_TIMEOUT_S is parsed like a flag: "5abc" was 5, "0" was 300 s, "inf" and "1e12"
+    # overflowed into an immediate timeout (every rank lost). Refused on every rank before any
+    # communication, once, exit 2; nothing written.
+    w = Workspace()
+    for value, why in (("5abc", "not a number of seconds"), ("0", "out of range"), ("inf", "not a finite number of seconds"),
+                       ("1e12", "out of range")):
+        env = dict(os.environ, FTCC_COMM_TIMEOUT_S=value)
+        cmd = [RUN, "-n", "3", "-x", "FTCC_COMM_TIMEOUT_S", TRAIN, *MODEL, "--steps", "12", "--resume", w.ck,
+               "--checkpoint-every", "3", *w.train_args()]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+        print(f"$ FTCC_COMM_TIMEOUT_S={value} {' '.join(cmd)}\n  exit {p.returncode}")
+        expect(p.returncode, 2, p.stdout + p.stderr,
+               line=f"ftcc-train: FTCC_COMM_TIMEOUT_S='{value}': {why}; use a value from 0.001 to 1e+06",
+               no_recovery_line=True)
+    w.check_kept(new_checkpoints_allowed=False)
+
 elif case == "embed_without_ulfm":
     # A plain mpirun (no --with-ft ulfm): the group refuses to start instead of dying at the
     # first failure, once, saying how to get ULFM.

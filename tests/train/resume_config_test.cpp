@@ -62,6 +62,7 @@ TrainConfig non_default() {
   c.hang_timeout_s = 5;
   c.checkpoint_dir = "ck2";
   c.checkpoint_every = 3;
+  c.keep_checkpoints = 7;
   c.resume = "ck";
   c.init_weights = "w.safetensors";
   c.log_json = "run.jsonl";
@@ -147,7 +148,7 @@ TEST(ResumeConfig, Classification) {
                                            "held-out"};
   const std::vector<std::string> safe = {"parallel",       "epochs",   "steps",        "lr",           "weight-decay",
                                          "device",         "inject",   "hang-timeout", "checkpoint-dir",
-                                         "checkpoint-every", "resume", "init-weights", "log-json",     "metrics-port", "metrics-bind",
+                                         "checkpoint-every", "keep-checkpoints", "resume", "init-weights", "log-json",     "metrics-port", "metrics-bind",
                                          "quiet",          "log-every", "bucket-mb",   "overlap",      "micro-batches", "replicas",
                                          "replicate-every", "spares", "respawn", "schedule", "pp-size", "tp-size"};
   const auto d = by_field(config_differences(base, non_default()));
@@ -290,7 +291,10 @@ TEST_F(StoreTest, OldCheckpointWithoutConfigurationComparesTheSeedAndSaysSo) {
     std::ifstream in(meta);
     j = nlohmann::json::parse(in);
   }
+  // As an older ftcc-train wrote it: format 1, no record digest, no configuration.
   j.erase("config");
+  j.erase("record_sha256");
+  j["format"] = "ftcc-train-checkpoint-1";
   {
     std::ofstream out(meta, std::ios::trunc);
     out << j.dump(1) << "\n";
@@ -300,8 +304,9 @@ TEST_F(StoreTest, OldCheckpointWithoutConfigurationComparesTheSeedAndSaysSo) {
   std::vector<std::string> notes;
   const auto info = CheckpointStore(dir_.string(), now, widths_).newest_valid([&](const std::string& n) { notes.push_back(n); });
   ASSERT_TRUE(info.has_value());
-  ASSERT_EQ(notes.size(), 1u);
-  EXPECT_NE(notes[0].find("records no configuration"), std::string::npos) << notes[0];
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("is of the older format ftcc-train-checkpoint-1"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[1].find("records no configuration"), std::string::npos) << notes[1];
   now.seed = 4;
   try {
     CheckpointStore(dir_.string(), now, widths_).newest_valid();

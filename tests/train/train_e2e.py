@@ -324,7 +324,8 @@ elif case == "resume_config":
         p = subprocess.run(cmd, capture_output=True, timeout=120)
         err, out = p.stderr.decode(errors="backslashreplace"), p.stdout.decode(errors="backslashreplace")
         lines = stderr_lines(err)
-        ours = [l for l in lines if l.startswith("ftcc-train:") and "records no configuration" not in l]
+        ours = [l for l in lines if l.startswith("ftcc-train:") and "records no configuration" not in l
+                and "is of the older format" not in l]
         ok = p.returncode == 2 and len(ours) == 1 and all(x in ours[0] for x in needles) and \
             all(l.startswith("ftcc-train:") for l in lines) and "FTCC_SUMMARY" not in out
         check(ok, f"{what}: exit {p.returncode}, one line: {ours[0] if ok else err[-1500:]}")
@@ -342,13 +343,15 @@ elif case == "resume_config":
         cfg = meta.get("config", {})
         check(cfg.get("batch") == 64 and cfg.get("layers") == [64, 64, 10] and cfg.get("seed") == 42 and
               cfg.get("lr") == 0.05 and "config_hash" in meta, f"the checkpoint records the configuration: {cfg}")
-        # A checkpoint written before configurations were recorded: the same files without "config".
+        # A checkpoint written before configurations were recorded: the same files without "config",
+        # in the record format of then (ftcc-train-checkpoint-1: no record digest).
         shutil.copytree(ck, ck_old)
         for f in os.listdir(ck_old):
             if f.endswith(".json"):
                 path = os.path.join(ck_old, f)
                 m = json.load(open(path))
-                del m["config"]
+                del m["config"], m["record_sha256"]
+                m["format"] = "ftcc-train-checkpoint-1"
                 with open(path, "w") as fh:
                     json.dump(m, fh, indent=1)
         before = snapshot(d)
@@ -401,8 +404,9 @@ elif case == "resume_config":
             check("resumed from" in p.stderr and s["epochs"] == 2 and s["samples_seen"] == 2 * DIGITS_TRAIN,
                   f"{mode} on {n} ranks, --lr 0.02 --epochs 2: resumed the dp checkpoint, samples_seen {s['samples_seen']}")
         s, p = run(2, *model, "--steps", "40", "--resume", ck_old)
-        check("records no configuration" in p.stderr and s["steps"] == 40 and s["samples_seen"] == full["samples_seen"],
-              "old checkpoint without a configuration: resumed, with a note that it could not be checked")
+        check("records no configuration" in p.stderr and "is of the older format ftcc-train-checkpoint-1" in p.stderr
+              and s["steps"] == 40 and s["samples_seen"] == full["samples_seen"],
+              "old checkpoint without a configuration: resumed, with notes that it could not be checked")
 
 elif case == "optimizer_defaults":
     # --optimizer adamw without --weight-decay is PyTorch's AdamW (weight decay 0.01), not Adam.
@@ -502,6 +506,17 @@ elif case == "bad_input":
             (4, ["--parallel", "dp,pp", "--pp-size", "2", "--layers", "64,64,64,10", "--batch", "1"],
              "--parallel dp,pp: 2 replicas need a --batch of at least as many rows, got 1"),
             (2, ["--spares", "-1"], "--spares must be >= 0, got -1"),
+            # Flags range-checked (each of these was accepted, or got a misleading message).
+            (2, ["--steps", "3", "--progress-timeout", "nan"], "--progress-timeout must be a number of seconds in [0, 1e6] (0 = off), got nan"),
+            (2, ["--steps", "3", "--ulfm-timeout", "inf"], "--ulfm-timeout must be a number of seconds in (0, 1e6], got inf"),
+            (2, ["--steps", "3", "--batch", "99999999999"], "--batch must be in [1, 2147483647], got 99999999999"),
+            (2, ["--steps", "3", "--batch", "5000"],
+             "--batch 5000 is larger than the training set (1438 rows of digits after --held-out 0.2): use at most 1438"),
+            (2, ["--epochs", "0", "--steps", "50"], "--epochs 0 --steps 50: give --epochs or --steps, not both"),
+            (2, ["--steps", "0"], "--steps must be in [1, 1000000000], got 0"),
+            (2, ["--steps", "-5"], "--steps must be in [1, 1000000000], got -5"),
+            (2, ["--epochs", "0"], "--epochs must be in [1, 1000000000], got 0"),
+            (2, ["--steps", "3", "--keep-checkpoints", "-1"], "--keep-checkpoints must be >= 0 (0 keeps all), got -1"),
             (2, ["--spares", "2"], "spares 2: the job has 2 process(es) and at least one must train; use 0 to 1 spares"),
         ]
         if os.environ.get("FTCC_TEST_HAS_GPU") != "1":
@@ -690,38 +705,98 @@ elif case == "non_finite":
                                                            "--batch", "16", *det], "nan")
 
 elif case == "samples_digest_catches_a_wrong_count":
-    # The exactly-once check can fail: a checkpoint whose recorded samples digest (or count) is not
-    # what its steps consumed, resumed by dp, pp and tp, gives samples_digest_ok false (or a count
-    # that differs from samples_expected); the untouched checkpoint gives an exact run.
+    # The exactly-once check can fail, and then the job fails. A checkpoint record whose samples
+    # digest or count was edited no longer verifies (its record_sha256): it is skipped with a note
+    # and, with nothing valid left, --resume is refused (exit 2). The same edit with the record
+    # digest recomputed (a forgery the digest cannot stop) resumes, and the samples fed are not the
+    # ones the data cursor says: exit 4, one line naming expected vs seen, in dp, pp and tp (was
+    # exit 0 with samples_digest_ok false). The untouched checkpoint gives an exact run.
     model = ["--dataset", "digits", "--layers", "64,64,10", "--lr", "0.05", "--batch", "64"]
+
+    def resign(m):
+        body = {k: v for k, v in m.items() if k != "record_sha256"}
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return dict(body, record_sha256=hashlib.sha256(text.encode()).hexdigest())
+
     with tempfile.TemporaryDirectory() as d:
         ck = os.path.join(d, "ck")
-        run(2, *model, "--steps", "20", "--checkpoint-dir", ck, "--checkpoint-every", "10")
+        run(2, *model, "--steps", "20", "--checkpoint-dir", ck, "--checkpoint-every", "20")
         meta = json.load(open(os.path.join(ck, "ckpt-0000000020.json")))
         check(meta.get("samples_seen") == 20 * 64 and len(meta.get("samples_digest", "")) == 16,
               f"the checkpoint records the samples seen and their digest: {meta.get('samples_seen')}, "
               f"{meta.get('samples_digest')}")
+        check(resign(meta) == meta, "the record digest is reproducible as docs/training.md says")
         tampered = {}
         for what, change in (("digest", lambda m: m.update(samples_digest=f"{int(m['samples_digest'], 16) ^ 1:016x}")),
                              ("count", lambda m: m.update(samples_seen=m["samples_seen"] + 64))):
-            tampered[what] = os.path.join(d, "ck-" + what)
-            shutil.copytree(ck, tampered[what])
-            m = dict(meta)
-            change(m)
-            with open(os.path.join(tampered[what], "ckpt-0000000020.json"), "w") as fh:
-                json.dump(m, fh, indent=1)
+            for signed in (False, True):
+                key = what + ("-resigned" if signed else "")
+                tampered[key] = os.path.join(d, "ck-" + key)
+                shutil.copytree(ck, tampered[key])
+                m = dict(meta)
+                change(m)
+                with open(os.path.join(tampered[key], "ckpt-0000000020.json"), "w") as fh:
+                    json.dump(resign(m) if signed else m, fh, indent=1)
         for mode in ("dp", "pp", "tp"):
             good, _ = run(2, *model, "--parallel", mode, "--steps", "40", "--resume", ck)
             samples_exact(good, DIGITS_TRAIN + 17 * 64, f"{mode}: resumed at 20, 40 steps")
-            s, _ = run(2, *model, "--parallel", mode, "--steps", "40", "--resume", tampered["digest"])
-            check(s["samples_digest_ok"] is False and s["samples_seen"] == s["samples_expected"]
-                  and s["samples_digest_expected"] == good["samples_digest_expected"],
-                  f"{mode}: a wrong digest in the checkpoint shows: ok {s['samples_digest_ok']}, digest {s['samples_digest']} "
-                  f"vs expected {s['samples_digest_expected']}")
-            s, _ = run(2, *model, "--parallel", mode, "--steps", "40", "--resume", tampered["count"])
-            check(s["samples_seen"] == s["samples_expected"] + 64,
-                  f"{mode}: a wrong count in the checkpoint shows: samples_seen {s['samples_seen']} "
-                  f"vs expected {s['samples_expected']}")
+            for what in ("digest", "count"):
+                s, p = run(2, *model, "--parallel", mode, "--steps", "40", "--resume", tampered[what], expect_rc=2)
+                err = stderr_lines(p.stderr)
+                check(s is None and any("its record does not verify (record_sha256 mismatch)" in l for l in err)
+                      and sum("no valid checkpoint found there" in l for l in err) == 1,
+                      f"{mode}: an edited {what} is refused, the record does not verify: {err[-2:]}")
+                s, p = run(2, *model, "--parallel", mode, "--steps", "40", "--resume", tampered[what + "-resigned"],
+                           expect_rc=4)
+                err = [l for l in stderr_lines(p.stderr) if "job error on rank" in l]
+                fed = good["samples_seen"] + (64 if what == "count" else 0)
+                want = f"exactly-once check failed: the committed steps fed {fed} samples (digest "
+                check(s is None and len(err) == 1 and want in err[0]
+                      and f"hold {good['samples_expected']} (digest {good['samples_digest_expected']})" in err[0],
+                      f"{mode}: a wrong {what} (record re-signed) ends the job, exit 4, one line: {err}")
+
+elif case == "checkpoint_files":
+    # What stays on disk: --keep-checkpoints N (default 3) keeps the newest N complete checkpoints
+    # after each save, 0 keeps all; a run's rank 0 removes the temporaries a killed write left (only
+    # regular files named like the store's temporaries). Was: every checkpoint kept, and stale
+    # .tmp files stayed for ever.
+    model = [*DIGITS_MODEL, "--checkpoint-every", "2"]
+
+    def ckpts(folder):
+        return sorted(f for f in os.listdir(folder) if re.fullmatch(r"ckpt-[0-9]{10}\.(json|safetensors)", f))
+
+    def steps_of(folder):
+        return sorted({int(f[5:15]) for f in ckpts(folder) if f.endswith(".json")})
+
+    with tempfile.TemporaryDirectory() as d:
+        ck = os.path.join(d, "ck")
+        run(2, *model, "--steps", "12", "--checkpoint-dir", ck)
+        check(steps_of(ck) == [8, 10, 12] and len(ckpts(ck)) == 6,
+              f"default --keep-checkpoints 3: the newest 3 checkpoints, complete ({ckpts(ck)})")
+        stale = ["ckpt-0000000014.safetensors.tmp", "ckpt-0000000014.safetensors.tmp.tmp", "ckpt-0000000014.json.tmp"]
+        foreign = ["ckpt-0000000014.json.tmp.bak", "notes.tmp", "ckpt-14.json.tmp"]
+        for f in stale + foreign:
+            with open(os.path.join(ck, f), "w") as fh:
+                fh.write("partial")
+        os.symlink("/dev/null", os.path.join(ck, "ckpt-0000000099.json.tmp"))  # not a file the store wrote
+        s, p = run(2, *model, "--steps", "20", "--resume", ck, "--checkpoint-dir", ck, "--keep-checkpoints", "0")
+        err = stderr_lines(p.stderr)
+        for f in stale:
+            check(not os.path.lexists(os.path.join(ck, f))
+                  and sum(f"removed {os.path.join(ck, f)}: a temporary file left by an interrupted checkpoint write" in l
+                          for l in err) == 1, f"stale {f} removed, and said once")
+        check(all(os.path.exists(os.path.join(ck, f)) for f in foreign)
+              and os.path.islink(os.path.join(ck, "ckpt-0000000099.json.tmp")),
+              f"files not named like the store's temporaries, and symlinks, left alone: {sorted(os.listdir(ck))}")
+        check(steps_of(ck) == [8, 10, 12, 14, 16, 18, 20], f"--keep-checkpoints 0 keeps all: {steps_of(ck)}")
+        run(2, *model, "--steps", "24", "--resume", ck, "--checkpoint-dir", ck, "--keep-checkpoints", "1")
+        check(steps_of(ck) == [24] and len(ckpts(ck)) == 2, f"--keep-checkpoints 1: only the newest ({ckpts(ck)})")
+        s, _ = run(2, *DIGITS_MODEL, "--steps", "26", "--resume", ck)
+        check(s["steps"] == 26, "the kept checkpoint resumes")
+        # pp writes through the same store.
+        ck2 = os.path.join(d, "ck2")
+        run(2, *model, "--parallel", "pp", "--steps", "10", "--checkpoint-dir", ck2, "--keep-checkpoints", "2")
+        check(steps_of(ck2) == [8, 10] and len(ckpts(ck2)) == 4, f"pp, --keep-checkpoints 2: {ckpts(ck2)}")
 
 elif case in ("spares_heal", "spares_failures"):
     # Hot spares (--spares S: the last S processes wait; one takes a lost rank's place, its rank and
