@@ -19,6 +19,7 @@
 #include <numeric>
 #include <optional>
 
+#include "ftcc/base/env_number.hpp"
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/mpi_check.hpp"
@@ -123,15 +124,11 @@ void exit_without_finalize_guard(int status, void*) {
   std::raise(SIGKILL);
 }
 
+// FTCC_ULFM_TIMEOUT_S is parsed like a flag (base/env_number.hpp): a bad value is refused, before
+// any communication, on every rank alike.
 double ulfm_timeout_of(double opt) {
   if (opt != 0) return opt;
-  if (const char* env = std::getenv("FTCC_ULFM_TIMEOUT_S"); env && *env) {  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
-    char* end = nullptr;
-    const double v = std::strtod(env, &end);
-    if (end && *end == 0 && v > 0) return v;
-    std::fprintf(stderr, "ftcc: ignoring FTCC_ULFM_TIMEOUT_S='%s' (not a positive number of seconds)\n", env);
-  }
-  return 60;
+  return env_seconds("FTCC_ULFM_TIMEOUT_S", 60, 0.001, 1e6);
 }
 
 // Options that cannot work, refused before any communication (so identically on every rank).
@@ -146,6 +143,7 @@ void validate(const GroupOptions& o, int world) {
                                   std::to_string(period.count()) + " ms: healthy ranks would be fenced; use at least " +
                                   std::to_string(least.count()) + " ms, or 0 to turn the heartbeat off");
   }
+  (void)ulfm_timeout_of(o.ulfm_timeout_s);  // throws on a bad FTCC_ULFM_TIMEOUT_S
   if (o.spares < 0 || o.spares >= world)
     throw ftcc::InvalidArgument("spares " + std::to_string(o.spares) + ": the job has " + std::to_string(world) +
                                 " process(es) and at least one must train; use 0 to " + std::to_string(world - 1) +

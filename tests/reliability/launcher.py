@@ -16,7 +16,9 @@ a job that failed never exits 0, the job folder is the job's own.
   stopped_no_heartbeat  --hang-timeout 0 (no heartbeat) and a stopped rank: the others' collective
                      times out (FTCC_COMM_TIMEOUT_S=3), they fence the stopped host-mate and leave:
                      exit 5 in bounded time, the stopped rank gone, its record says why
-  bad_flags          --startup-timeout abc / FTCC_FINISH_GRACE=-1: exit 2, one line each
+  bad_flags          --startup-timeout abc, FTCC_FINISH_GRACE=-1, FTCC_STARTUP_TIMEOUT=nan (ftcc-run) and
+                     FTCC_ULFM_TIMEOUT_S=5abc or 0 (every rank, before any communication): exit 2,
+                     one line each, no rank record
 """
 import glob, os, signal, subprocess, sys, tempfile, time
 
@@ -123,7 +125,9 @@ def case_stopped_no_heartbeat():
 def case_bad_flags():
     for flags, env, text in ((["--startup-timeout", "abc"], {}, "--startup-timeout (FTCC_STARTUP_TIMEOUT) 'abc' is not a number"),
                              ([], {"FTCC_FINISH_GRACE": "-1"}, "FTCC_FINISH_GRACE '-1' is not a number"),
-                             ([], {"FTCC_STARTUP_TIMEOUT": "nan"}, "'nan' is not a number")):
+                             ([], {"FTCC_STARTUP_TIMEOUT": "nan"}, "'nan' is not a number"),
+                             ([], {"FTCC_ULFM_TIMEOUT_S": "5abc"}, "FTCC_ULFM_TIMEOUT_S='5abc': not a number of seconds; use a value from 0.001"),
+                             ([], {"FTCC_ULFM_TIMEOUT_S": "0"}, "FTCC_ULFM_TIMEOUT_S='0': out of range")):
         job = Job(2, [PROG, "5", "10", progress_file()], env=env, run_flags=flags)
         rc = job.wait(timeout=60)
         check(rc == 2, f"bad flags {flags or env}: exit 2 (got {rc})")
