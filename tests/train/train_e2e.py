@@ -480,7 +480,7 @@ elif case == "bad_input":
             (2, ["--dataset", "digits", "--layers", "64,64,3"], "--layers ends with 3"),
             (2, ["--epochs", "2", "--steps", "3"], "not both"),
             (2, ["--inject", "kill:rank=1"], "bad fault spec 'kill:rank=1': step=S is required", 6),  # + the grammar's 6 lines
-            (2, ["--batch", "0"], "--batch must be > 0"),
+            (2, ["--batch", "0"], "--batch must be in [1, 2147483647], got 0"),
             (2, ["--optimizer", "rmsprop"], "--optimizer"),
             (2, ["--no-such-flag"], "no-such-flag"),
             (2, ["--dataset", "/nonexistent/data.csv"], "no such file"),
@@ -539,7 +539,7 @@ elif case == "bad_input":
         refused("mpmd --lr 0.1 / 0.2", mpmd(["--steps", "3", "--lr", "0.1"], ["--steps", "3", "--lr", "0.2"]),
                 "ranks were started with different configurations: rank 1 differs from rank 0")
         refused("mpmd --batch 0 on rank 1", mpmd(["--steps", "3"], ["--steps", "3", "--batch", "0"]),
-                "rank 1: --batch must be > 0, got 0 (ranks were started with different configurations")
+                "rank 1: --batch must be in [1, 2147483647], got 0 (ranks were started with different configurations")
         # An MPI without ULFM fault tolerance: refused unless --no-fault-tolerance.
         if not HAVE_ULFM:
             refused("built without ULFM", [run_cmd, "-n", "2", train, "--quiet", *written, "--steps", "3"],
