@@ -110,13 +110,8 @@ class Driver {
 
  private:
   static Digest validated_hash(const TrainConfig& cfg, recovery::ResilientGroup& g) {
-    cfg.validate();
-    const char* mode = choice_name(cfg.parallel);
+    cfg.validate();  // refuses what this driver does not support
     FTCC_CHECK(cfg.parallel != Parallel::dp) << "train_model_parallel called with --parallel dp";
-    FTCC_REQUIRE(cfg.device == Device::CPU) << "--parallel " << mode << ": only --device cpu is supported in this version";
-    FTCC_REQUIRE(!cfg.deterministic) << "--parallel " << mode << ": --deterministic is not supported (use --parallel dp)";
-    FTCC_REQUIRE(cfg.on_failure == OnFailure::keep_global_batch)
-        << "--parallel " << mode << ": only --on-failure keep-global-batch";
     return g.respawned() ? config_digest(cfg) : check_same_config(cfg, g.pool(), g.pool_members());
   }
 

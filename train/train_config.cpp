@@ -154,6 +154,15 @@ void TrainConfig::validate() const {
   FTCC_REQUIRE(schedule == Schedule::gpipe || pipeline())
       << "--schedule 1f1b is a pipeline schedule: for --parallel pp or dp,pp, not " << choice_name(parallel);
   FTCC_REQUIRE(replicas >= 0 && replicate_every > 0) << "--replicas >= 0 and --replicate-every > 0";
+  // What the model-parallel driver does not support, refused here, before any rank forms its group
+  // (refused inside the driver, a rank still finishing the group's start-up saw the others' revoke
+  // as a failure, and a hot spare's leaving crashed Open MPI under MPI_Comm_split).
+  if (parallel != Parallel::dp) {
+    const char* mode = choice_name(parallel);
+    FTCC_REQUIRE(device == Device::CPU) << "--parallel " << mode << ": only --device cpu is supported in this version";
+    FTCC_REQUIRE(!deterministic) << "--parallel " << mode << ": --deterministic is not supported (use --parallel dp)";
+    FTCC_REQUIRE(on_failure == OnFailure::keep_global_batch) << "--parallel " << mode << ": only --on-failure keep-global-batch";
+  }
   FTCC_REQUIRE(spares >= 0) << "--spares must be >= 0, got " << spares;
   FTCC_REQUIRE(respawns >= 0 && respawns <= 1024) << "--respawn must be in [0, 1024], got " << respawns;
   if (!layers.empty()) {

@@ -492,6 +492,13 @@ elif case == "bad_input":
              "--parallel tp on 2 ranks: the hidden width 47 of layers 2-3"),
             (2, ["--steps", "2", "--resume", "/nonexistent-ckpt"], "--resume '/nonexistent-ckpt': no such folder"),
             (2, ["--parallel", "dp,pp"], "--parallel dp,pp needs --pp-size N"),
+            # Refused before any rank forms its group: inside the driver a rank still finishing the
+            # group's start-up printed a second line (1 run in 6), and with a hot spare ranks
+            # crashed in Open MPI's MPI_Comm_split before the line (every run).
+            (4, ["--dataset", "digits", "--layers", "64,64,64,64,10", "--parallel", "pp", "--deterministic"],
+             "--parallel pp: --deterministic is not supported (use --parallel dp)"),
+            (5, ["--dataset", "digits", "--layers", "64,64,10", "--parallel", "dp,tp", "--tp-size", "2", "--spares", "1",
+                 "--deterministic"], "--parallel dp,tp: --deterministic is not supported (use --parallel dp)"),
             (2, ["--parallel", "dp,tp"], "--parallel dp,tp needs --tp-size N"),
             (2, ["--parallel", "pp", "--pp-size", "2"], "--pp-size is for --parallel dp,pp"),
             (2, ["--schedule", "1f1b"], "--schedule 1f1b is a pipeline schedule: for --parallel pp or dp,pp, not dp"),
