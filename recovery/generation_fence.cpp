@@ -1,17 +1,15 @@
 #include "ftcc/recovery/generation_fence.hpp"
 
-#include <fcntl.h>
-#include <sys/file.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 namespace ftcc::recovery {
 namespace {
@@ -33,39 +31,9 @@ void warn(const std::string& what) {
   std::fflush(stderr);
 }
 
-// An flock on dir/group.lock, released on destruction. A holder that is stopped (SIGSTOP) holds it
-// until its fencer kills it, so the lock is polled up to a deadline, then given up with a warning.
-class FenceLock {
- public:
-  FenceLock(const std::string& dir, int how) {
-    const std::string path = dir + "/group.lock";
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) {
-      warn("cannot open " + path + ": " + std::strerror(errno));  // NOLINT(concurrency-mt-unsafe): report only
-      return;
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    for (;;) {
-      if (::flock(fd_, how | LOCK_NB) == 0) {
-        held_ = true;
-        return;
-      }
-      if ((errno != EWOULDBLOCK && errno != EINTR) || std::chrono::steady_clock::now() > deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    warn("could not lock " + path + " within 30 s");
-  }
-  ~FenceLock() {
-    if (fd_ >= 0) ::close(fd_);  // releases the lock
-  }
-  FenceLock(const FenceLock&) = delete;
-  FenceLock& operator=(const FenceLock&) = delete;
-  bool held() const { return held_; }
-
- private:
-  int fd_ = -1;
-  bool held_ = false;
-};
+bool holds(const GenerationFence::Record& rec, std::uint64_t job, int rank) {
+  return rec.job == job && std::find(rec.members.begin(), rec.members.end(), rank) != rec.members.end();
+}
 
 }  // namespace
 
@@ -81,7 +49,20 @@ GenerationFence::GenerationFence(std::string dir) : dir_(std::move(dir)) {}
 GenerationFence::Record GenerationFence::read() const {
   Record rec;
   if (!enabled()) return rec;
-  std::ifstream in(dir_ + "/group");
+  // The newest generation on disk: the largest G of the files group.<G>.
+  std::int64_t newest = -1;
+  if (DIR* d = ::opendir(dir_.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const char* name = e->d_name;
+      if (std::strncmp(name, "group.", 6) != 0 || name[6] == '\0') continue;
+      char* end = nullptr;
+      const long long g = std::strtoll(name + 6, &end, 10);
+      if (*end == '\0' && g > newest) newest = g;
+    }
+    ::closedir(d);
+  }
+  if (newest < 0) return rec;
+  std::ifstream in(dir_ + "/group." + std::to_string(newest));
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream words(line);
@@ -89,69 +70,67 @@ GenerationFence::Record GenerationFence::read() const {
     words >> key;
     if (key == "job") {
       words >> rec.job;
-    } else if (key == "generation") {
-      words >> rec.generation;
     } else if (key == "members") {
       int r = 0;
       while (words >> r) rec.members.push_back(r);
     }
   }
+  rec.generation = newest;
   return rec;
 }
 
-void GenerationFence::write(const Record& rec) const {
-  const std::string path = dir_ + "/group";
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+bool GenerationFence::create(const Record& rec) const {
+  const std::string path = dir_ + "/group." + std::to_string(rec.generation);
+  char host[64] = {0};
+  ::gethostname(host, sizeof host - 1);
+  const std::string tmp = dir_ + "/.group.tmp." + host + "." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << "job " << rec.job << "\ngeneration " << rec.generation << "\nmembers " << list_of(rec.members) << "\n";
+    out << "job " << rec.job << "\nmembers " << list_of(rec.members) << "\n";
     out.flush();
     if (!out) {
       warn("cannot write " + tmp);
       std::remove(tmp.c_str());
-      return;
+      return true;  // nothing more to do: the fence is off for this write
     }
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    warn("cannot rename " + tmp + ": " + std::strerror(errno));  // NOLINT(concurrency-mt-unsafe): report only
-    std::remove(tmp.c_str());
-  }
+  const bool made = ::link(tmp.c_str(), path.c_str()) == 0;
+  const int err = errno;
+  std::remove(tmp.c_str());
+  if (!made && err != EEXIST) warn("cannot create " + path + ": " + std::strerror(err));  // NOLINT(concurrency-mt-unsafe): report only
+  return made || err != EEXIST;
 }
 
 void GenerationFence::begin(std::uint64_t job, std::vector<int> members) const {
   if (!enabled()) return;
-  FenceLock lock(dir_, LOCK_EX);
-  if (!lock.held()) return;
-  if (read().job == job) return;  // a peer of this group wrote it first
-  write(Record{job, 0, sorted(std::move(members))});
+  members = sorted(std::move(members));
+  for (;;) {
+    const Record now = read();
+    if (now.generation >= 0 && now.job == job) return;  // a peer of this group wrote it first
+    if (create(Record{job, now.generation + 1, members})) return;
+  }
 }
-
-namespace {
-bool holds(const GenerationFence::Record& rec, std::uint64_t job, int rank) {
-  return rec.job == job && std::find(rec.members.begin(), rec.members.end(), rank) != rec.members.end();
-}
-}  // namespace
 
 void GenerationFence::advance(std::uint64_t job, std::vector<int> to, int my_rank) const {
   if (!enabled()) return;
   to = sorted(std::move(to));
-  FenceLock lock(dir_, LOCK_EX);
-  if (!lock.held()) return;
-  const Record now = read();
-  if (now.generation < 0) {  // removed, or never written (the folder was not writable at start)
-    warn("no record of the group in " + dir_ + "; starting one");
-    write(Record{job, 0, to});
-    return;
+  for (;;) {
+    const Record now = read();
+    if (now.generation < 0) {  // removed, or never written (the folder was not writable at start)
+      warn("no record of the group in " + dir_ + "; starting one");
+      create(Record{job, 0, to});
+      return;
+    }
+    if (!holds(now, job, my_rank))
+      throw Superseded(my_rank, "recording its group [" + list_of(to) + "]", now.generation, now.members);
+    if (now.members == to) return;  // another survivor wrote it first
+    if (create(Record{job, now.generation + 1, to})) return;
+    // Another writer created that generation first: judged by its record on the next pass.
   }
-  if (!holds(now, job, my_rank))
-    throw Superseded(my_rank, "recording its group [" + list_of(to) + "]", now.generation, now.members);
-  if (now.members != to) write(Record{job, now.generation + 1, to});
 }
 
 void GenerationFence::check(std::uint64_t job, int my_rank, const std::string& what) const {
   if (!enabled()) return;
-  FenceLock lock(dir_, LOCK_SH);
-  if (!lock.held()) return;
   const Record now = read();
   if (now.generation < 0) return;  // nothing recorded: nothing to compare with
   if (!holds(now, job, my_rank)) throw Superseded(my_rank, what, now.generation, now.members);

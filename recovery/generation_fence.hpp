@@ -17,17 +17,25 @@
 //    records `to` (original ranks). Idempotent: the first survivor writes, the others find it.
 //  - check(job): before a checkpoint, the outcome or any other write the job trusts.
 //  - The rule: a process is superseded (advance and check throw Superseded, and it must not act
-//    again) when the record names another job id, or a membership without it. A stale process
-//    is one the job went on without: the survivors' record excludes it, and the job never takes
-//    an excluded rank back (suspicion is final; a respawn starts new ranks). A live member is in
-//    every record written since it joined, so a record that lags behind never refuses it. The
-//    two advances of a recovery are ordered by its agreements, so a record never goes back.
-//    The window between check and a write's rename is microseconds; a process would have to be
-//    stopped inside it and its group replaced meanwhile.
-//  - The record is `group` in the job folder (FTCC_JOB_DIR), replaced atomically under an
-//    exclusive flock on `group.lock`. Without a job folder (a plain mpirun) the fence is off.
-//    Best effort like every job record: a record that cannot be read or written is reported on
-//    stderr and confirms nothing (a healthy job is never stopped by its folder).
+//    again) when the newest record names another job id, or a membership without it. A stale
+//    process is one the job went on without: the survivors' record excludes it, and the job never
+//    takes an excluded rank back (suspicion is final; a respawn starts new ranks). A live member
+//    is in every record written since it joined (new processes are recorded by the survivors), so
+//    a record that lags behind never refuses it. The two advances of a recovery are ordered by its
+//    agreements, so a record never goes back.
+//  - Records are immutable files group.<G> in the job folder (FTCC_JOB_DIR), G = 0, 1, 2 ...; the
+//    newest is the job's. Generation G+1 is created with link(), which fails if it exists, so of
+//    two writers racing from generation G exactly one wins and the other reads the winner's
+//    record and is judged by it: no lock, nothing a stopped process can hold.
+//  - What it relies on: the survivors record their group before the excluded process can run a
+//    recovery of its own. They do it right after their quorum check; the excluded process was
+//    silent for at least the hang timeout before they started, and a recovery of its own needs
+//    ULFM calls that fail (Open MPI ends a process it was told had failed) or a timeout.
+//  - check() before a write: the window between the check and the write's rename is
+//    microseconds; a process would have to be stopped inside it and its group replaced meanwhile.
+//  - Without a job folder (a plain mpirun) the fence is off. Best effort like every job record: a
+//    record that cannot be written is reported on stderr and confirms nothing (a healthy job is
+//    never stopped by its folder); with no record at all, nothing is refused.
 #pragma once
 
 #include <cstdint>
@@ -71,7 +79,8 @@ class GenerationFence {
   Record read() const;
 
  private:
-  void write(const Record& rec) const;
+  // Creates group.<rec.generation>; false if another writer created it first.
+  bool create(const Record& rec) const;
   std::string dir_;
 };
 

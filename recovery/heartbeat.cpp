@@ -606,7 +606,8 @@ bool Heartbeat::process_stopped(int pid, std::uint64_t start_time) {
   if (pid <= 0 || start_time == 0) return false;
   char state = 0;
   std::uint64_t start = 0;
-  return read_stat(pid, state, start) == Stat::ok && start == start_time && (state == 'T' || state == 't');
+  // 'T' only: 't' is a process a debugger or a profiler holds (gdb -p, py-spy), never to be fenced.
+  return read_stat(pid, state, start) == Stat::ok && start == start_time && state == 'T';
 }
 
 bool Heartbeat::wait_process_gone(int pid, std::uint64_t start_time, std::chrono::steady_clock::time_point deadline) {

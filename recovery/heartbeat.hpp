@@ -129,7 +129,7 @@ class Heartbeat {
   // there is no such pid, another process has it, or it is a zombie. False when alive (stopped
   // included) or when /proc cannot be read (that confirms nothing).
   static bool process_gone(int pid, std::uint64_t start_time);
-  // True when that process is alive and stopped (SIGSTOP, a debugger): it cannot make progress.
+  // True when that process is alive and stopped by a signal (SIGSTOP; state T, not a debugger's t).
   static bool process_stopped(int pid, std::uint64_t start_time);
   // process_gone, asked again every few milliseconds until it says yes or `deadline` passes: a
   // process just sent SIGKILL (a fenced rank, SIGSTOPped or not) dies a moment later, not at once.

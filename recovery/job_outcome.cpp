@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -50,7 +51,12 @@ std::string path_of(const std::string& name) { return dir() + "/" + name; }
 void write_atomically(const std::string& name, const std::string& text, bool once = false) {
   if (dir().empty()) return;
   const std::string final_path = path_of(name);
-  const std::string tmp = final_path + ".tmp." + std::to_string(getpid());
+  // Unique per write, across the hosts of a shared folder and the threads of a process (nothing
+  // cached: this also runs in the exit guard, after thread-local objects are gone).
+  static std::atomic<unsigned> writes{0};
+  char host[64] = {0};
+  gethostname(host, sizeof host - 1);
+  const std::string tmp = final_path + ".tmp." + host + "." + std::to_string(getpid()) + "." + std::to_string(writes++);
   FILE* f = std::fopen(tmp.c_str(), "w");
   bool ok = f && std::fputs(text.c_str(), f) >= 0;
   if (f) ok = std::fclose(f) == 0 && ok;
@@ -200,7 +206,11 @@ void exited(int status) {
   write_atomically("rank-" + std::to_string(g_rank) + ".exited", "status " + std::to_string(status) + "\n");
 }
 
-void left_for(int rank, const std::string& how) { write_atomically("rank-" + std::to_string(rank) + ".left", how + "\n"); }
+void left_for(int rank, const std::string& how) {
+  // The first record says why (as in left()).
+  if (::access(path_of("rank-" + std::to_string(rank) + ".left").c_str(), F_OK) == 0) return;
+  write_atomically("rank-" + std::to_string(rank) + ".left", how + "\n");
+}
 
 void left(const std::string& how) {
   if (g_rank < 0) return;

@@ -189,7 +189,8 @@ ResilientGroup::~ResilientGroup() {
   if (heartbeat_) heartbeat_->stop();
   // Not after QuorumLost: the scratch folder is per job and host, and the majority that goes on
   // may share this host's /tmp (simulated hosts do).
-  if (comm_ && comm_->rank() == 0 && !event_dir_.empty() && !quorum_lost_) {
+  // Nor after Superseded: the job that went on without this process still uses it.
+  if (comm_ && comm_->rank() == 0 && !event_dir_.empty() && !quorum_lost_ && !superseded_) {
     std::error_code ignored;
     std::filesystem::remove_all(event_dir_, ignored);
   }
@@ -523,13 +524,13 @@ const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const s
         injector_.observe_step(ev.step);
       }
       check_quorum(ev, table);                                  // 3. quorum lost: throws QuorumLost
-      fence_.advance(job_id_, ulfm_members(), my_original_rank_);  //  on record: a stale process stops here
+      if (!join) record_group();                                //    on record: a stale process stops here
       if (auto e = table.job_error()) throw *e;                 //    a job-level error: throws JobError
     }
     const bool may_respawn = !resume;
     resume = false;
     if (pool_ && !heal(clock, ev, table, may_respawn)) continue;  // spares (and respawns) take lost slots + agree
-    if (pool_ && !join) fence_.advance(job_id_, ulfm_members(), my_original_rank_);  // new processes on record
+    if (pool_ && !join) record_group();                           // new processes on record (by the survivors)
     describe_training_group(table, ev);
     if (!run_hooks(step, attempt, clock, ev)) continue;       // 4. hooks + agree
     ev.total_ms = clock.total_ms();
@@ -725,7 +726,23 @@ bool ResilientGroup::agree_on(bool mine) {
 }
 
 void ResilientGroup::check_current(const std::string& what) const {
-  fence_.check(job_id_, my_original_rank_, what);
+  try {
+    fence_.check(job_id_, my_original_rank_, what);
+  } catch (const Superseded&) {
+    superseded_ = true;
+    throw;
+  }
+}
+
+// A new process does not record its group: it is not on record until the survivors record the
+// group it joined (after heal, before the recovery's last agreement).
+void ResilientGroup::record_group() {
+  try {
+    fence_.advance(job_id_, ulfm_members(), my_original_rank_);
+  } catch (const Superseded&) {
+    superseded_ = true;
+    throw;
+  }
 }
 
 const RecoveryEvent& ResilientGroup::publish(RecoveryEvent ev) {

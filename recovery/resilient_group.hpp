@@ -297,7 +297,8 @@ class ResilientGroup {
   // One agreement on the pool: did every survivor succeed at the step just made? The same answer
   // everywhere (a failure noticed during it counts as "no").
   bool agree_on(bool mine);
-  const RecoveryEvent& publish(RecoveryEvent ev);  // events(), the summary line, the event log
+  const RecoveryEvent& publish(RecoveryEvent ev);
+  void record_group();  // the generation fence's advance (Superseded: superseded_ set, rethrown)  // events(), the summary line, the event log
   std::vector<int> lost_since(const std::vector<int>& before) const;
 
   GroupOptions opt_;
@@ -324,6 +325,7 @@ class ResilientGroup {
   std::int64_t committed_step_ = -1;
   std::int64_t step_ = -1;
   bool quorum_lost_ = false;
+  mutable bool superseded_ = false;            // a Superseded was thrown here (see the destructor)
   GenerationFence fence_{job_record::dir()};  // the job's current group on disk
   FaultInjector injector_;
   std::unique_ptr<Heartbeat> heartbeat_;

@@ -35,7 +35,7 @@ void fence_stopped_host_mates(const ResilientGroup& g) {
   for (int r : g.pool_members()) {
     if (r == g.original_rank()) continue;
     const PeerAddress& p = g.peer(r);
-    if (p.host_id != me.host_id || !Heartbeat::process_stopped(p.pid, p.start_time)) continue;
+    if (p.host_id != me.host_id || !Heartbeat::process_stopped(p.pid, p.start_time)) continue;  // SIGSTOP, not a debugger
     ::kill(p.pid, SIGKILL);
     std::fprintf(stderr, "ftcc: rank %d (pid %d) was stopped while rank %d's collective timed out: fenced (SIGKILL)\n", r,
                  p.pid, g.original_rank());

@@ -31,10 +31,15 @@ PROG = os.path.join(build, "tests", "reliability", "stale_copy_prog")
 TRAIN = os.path.join(build, "tools", "ftcc-train")
 
 
+# A 2 s hang timeout: a second stop half a second after the first lands before the first is
+# suspected (the case under test), and 4-5 ranks on 2 loaded cores are never silent that long.
+HANG = ["--hang-timeout-ms", "2000"]
+
+
 def stopped_in_turn(n, order, steps=120, step_ms=40, extra=()):
     """Stops the ranks of `order` in turn, half a second apart; returns the job and the pids."""
     out = tempfile.mktemp(prefix="ftcc-progress-")
-    job = Job(n, [PROG, str(steps), str(step_ms), out, *extra])
+    job = Job(n, [PROG, str(steps), str(step_ms), out, *HANG, *extra])
     pids = {r: pid_of(job.dir, r) for r in range(n)}
     time.sleep(1.0)  # a few steps in
     for r in order:
@@ -75,7 +80,7 @@ def case_triples():
 
 def case_dead_mate():
     out = tempfile.mktemp(prefix="ftcc-progress-")
-    job = Job(4, [PROG, "120", "40", out])
+    job = Job(4, [PROG, "120", "40", out, *HANG])
     pids = {r: pid_of(job.dir, r) for r in range(4)}
     time.sleep(1.0)
     os.kill(pids[2], signal.SIGKILL)

@@ -5,7 +5,7 @@ a job that failed never exits 0, the job folder is the job's own.
     launcher.py BUILD_DIR CASE
 
   startup_stuck      a rank never reaches MPI_Init (it sleeps): the others wait in MPI_Init;
-                     --startup-timeout 5 stops the job: exit 7, one line naming rank 2
+                     --startup-timeout 8 stops the job: exit 7, one line naming rank 2
   startup_killed     a rank killed before MPI_Init: the same, exit 7
   group_not_formed   a rank killed after MPI_Init, before its group forms: the others cannot form
                      theirs and leave; exit 7 (mpirun's own status is 0), one line naming rank 2
@@ -35,11 +35,11 @@ def progress_file():
 def case_startup_stuck():
     marker = f"1000.{os.getpid()}"  # a sleep of this job only, to find it afterwards
     script = f'if [ "$OMPI_COMM_WORLD_RANK" = 2 ]; then exec sleep {marker}; fi; exec "$0" "$@"'
-    job = Job(3, ["sh", "-c", script, PROG, "20", "10", progress_file()], run_flags=["--startup-timeout", "5"])
+    job = Job(3, ["sh", "-c", script, PROG, "20", "10", progress_file()], run_flags=["--startup-timeout", "8"])
     rc = job.wait(timeout=120)
     check(rc == 7, f"startup stuck: exit 7, the group never formed (got {rc})")
-    check(job.seconds < 40, f"startup stuck: ftcc-run returned after {job.seconds:.1f} s (deadline 5 s, stop within 10 s more)")
-    check(lines_with(job.out, "did not form its group within 5 s (--startup-timeout): rank(s) 0, 1, 2: running, never "
+    check(job.seconds < 40, f"startup stuck: ftcc-run returned after {job.seconds:.1f} s (deadline 8 s, stop within 10 s more)")
+    check(lines_with(job.out, "did not form its group within 8 s (--startup-timeout): rank(s) 0, 1, 2: running, never "
                               "reached the group's start") == 1, "startup stuck: one line says no rank reached the group")
     time.sleep(1)
     left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True).stdout.split()
@@ -48,11 +48,11 @@ def case_startup_stuck():
 
 def case_startup_killed():
     script = 'if [ "$OMPI_COMM_WORLD_RANK" = 2 ]; then kill -9 $$; fi; exec "$0" "$@"'
-    job = Job(3, ["sh", "-c", script, PROG, "20", "10", progress_file()], run_flags=["--startup-timeout", "5"])
+    job = Job(3, ["sh", "-c", script, PROG, "20", "10", progress_file()], run_flags=["--startup-timeout", "8"])
     rc = job.wait(timeout=120)
     check(rc not in (0, None), f"startup killed: the job does not exit 0 nor hang (got {rc})")
     check(rc == 7, f"startup killed: exit 7 (got {rc})")
-    check(lines_with(job.out, "within 5 s (--startup-timeout): rank(s) 2: no process left on this host (died before or "
+    check(lines_with(job.out, "within 8 s (--startup-timeout): rank(s) 2: no process left on this host (died before or "
                               "during MPI_Init") == 1, "startup killed: one line names rank 2 as gone")
 
 
@@ -113,13 +113,18 @@ def case_stopped_no_heartbeat():
     time.sleep(1.0)
     os.kill(pids[2], signal.SIGSTOP)
     rc = job.wait(timeout=120)
-    check(rc == 5, f"stopped, no heartbeat: exit 5, every rank lost (got {rc})")
+    # Both others time out and leave (5), unless one of them sees the other's exit first and,
+    # with both losses confirmed on this host, finishes alone (0): either way, in bounded time.
+    check(rc in (0, 5), f"stopped, no heartbeat: exit 5, every rank lost, or 0, finished alone (got {rc})")
     check(job.seconds < 60, f"stopped, no heartbeat: ftcc-run returned after {job.seconds:.1f} s (collective timeout 3 s)")
     check(not alive(pids[2]), "stopped, no heartbeat: the stopped rank was fenced")
     rec = os.path.join(job.dir, "rank-2.left")
     why = open(rec).read() if os.path.exists(rec) else ""
     check("stopped while a collective timed out" in why, f"stopped, no heartbeat: its record says why: {why.strip()!r}")
-    check(lines_with(job.out, "rank 2: fenced (SIGKILL) by rank") == 1, "stopped, no heartbeat: ftcc-run's line names how rank 2 left")
+    if rc == 5:
+        check(lines_with(job.out, "rank 2: fenced (SIGKILL) by rank") == 1, "stopped, no heartbeat: ftcc-run's line names how rank 2 left")
+    else:
+        check(lines_with(job.out, "stale_copy_prog: 2000 steps on 1 of 3 ranks") == 1, "stopped, no heartbeat: finished on 1 of 3")
 
 
 def case_bad_flags():
