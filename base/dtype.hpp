@@ -1,7 +1,9 @@
 // base/dtype.hpp: element types, one enum for every layer.
 //
-// comm/ moves and reduces all four (raw buffers); tensor/ computes in f32 (training) and f64
-// (gradient checks, exact references) and refuses the integer types when a tensor is made.
+// comm/ moves and reduces all seven (raw buffers; f16 and bf16 are IEEE binary16 and bfloat16
+// bit patterns in a uint16_t, reduced through float and rounded to nearest even, the way PyTorch's
+// CPU kernels do); tensor/ computes in f32 (training) and f64 (gradient checks, exact references)
+// and refuses the others when a tensor is made.
 // To add a type: extend DType, dtype_size and dtype_name here, then the dispatch of the layer
 // that needs it (comm/reduce_kernels.cpp, tensor/kernels.cpp).
 #pragma once
@@ -11,7 +13,7 @@
 
 namespace ftcc {
 
-enum class DType : std::uint8_t { f32, f64, i32, i64 };
+enum class DType : std::uint8_t { f32, f64, i32, i64, u8, f16, bf16 };
 
 constexpr std::size_t dtype_size(DType t) {
   switch (t) {
@@ -19,17 +21,23 @@ constexpr std::size_t dtype_size(DType t) {
     case DType::f64: return 8;
     case DType::i32: return 4;
     case DType::i64: return 8;
+    case DType::u8: return 1;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
   }
   return 0;
 }
 
-// "float32", "float64", "int32", "int64" (PyTorch's names).
+// "float32", "float64", "int32", "int64", "uint8", "float16", "bfloat16" (PyTorch's names).
 constexpr const char* dtype_name(DType t) {
   switch (t) {
     case DType::f32: return "float32";
     case DType::f64: return "float64";
     case DType::i32: return "int32";
     case DType::i64: return "int64";
+    case DType::u8: return "uint8";
+    case DType::f16: return "float16";
+    case DType::bf16: return "bfloat16";
   }
   return "?";
 }
@@ -40,5 +48,6 @@ template <> constexpr DType dtype_of<float>() { return DType::f32; }
 template <> constexpr DType dtype_of<double>() { return DType::f64; }
 template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
 template <> constexpr DType dtype_of<std::int64_t>() { return DType::i64; }
+template <> constexpr DType dtype_of<std::uint8_t>() { return DType::u8; }
 
 }  // namespace ftcc

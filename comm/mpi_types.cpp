@@ -10,6 +10,9 @@ MPI_Datatype mpi_datatype(DType t) {
     case DType::f64: return MPI_DOUBLE;
     case DType::i32: return MPI_INT32_T;
     case DType::i64: return MPI_INT64_T;
+    case DType::u8: return MPI_UINT8_T;
+    case DType::f16: return MPI_UINT16_T;   // moved as bits; comm/ reduces them itself
+    case DType::bf16: return MPI_UINT16_T;
   }
   FTCC_CHECK(false) << "mpi_datatype: no MPI type for DType " << static_cast<int>(t);
   return MPI_DATATYPE_NULL;

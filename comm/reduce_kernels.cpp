@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace ftcc::comm {
@@ -32,6 +33,49 @@ T wrap_mul(T u, T v) {
     return u * v;
 }
 
+// 16-bit floats: each element goes through float and is rounded back to nearest even, as
+// PyTorch's CPU kernels (and gloo's) do for Half and BFloat16.
+float f16_to_float(std::uint16_t h) {
+  _Float16 v;
+  std::memcpy(&v, &h, 2);
+  return static_cast<float>(v);
+}
+std::uint16_t float_to_f16(float f) {
+  const auto v = static_cast<_Float16>(f);  // IEEE round to nearest even (libgcc)
+  std::uint16_t h;
+  std::memcpy(&h, &v, 2);
+  return h;
+}
+float bf16_to_float(std::uint16_t h) {
+  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+std::uint16_t float_to_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+template <float (*Load)(std::uint16_t), std::uint16_t (*Store)(float)>
+void reduce_half(void* out, const void* a, const void* b, std::size_t n, ReduceOp op) {
+  auto* o = static_cast<std::uint16_t*>(out);
+  const auto* x = static_cast<const std::uint16_t*>(a);
+  const auto* y = static_cast<const std::uint16_t*>(b);
+  auto run = [&](auto f) {
+    for (std::size_t i = 0; i < n; ++i) o[i] = Store(f(Load(x[i]), Load(y[i])));
+  };
+  switch (op) {
+    case ReduceOp::sum: run([](float u, float v) { return u + v; }); break;
+    case ReduceOp::prod: run([](float u, float v) { return u * v; }); break;
+    case ReduceOp::min: run([](float u, float v) { return std::min(u, v); }); break;
+    case ReduceOp::max: run([](float u, float v) { return std::max(u, v); }); break;
+  }
+}
+
 template <class T>
 void reduce_typed(void* out, const void* a, const void* b, std::size_t n, ReduceOp op) {
   switch (op) {
@@ -50,6 +94,9 @@ void reduce(void* out, const void* a, const void* b, std::size_t count, DType dt
     case DType::f64: reduce_typed<double>(out, a, b, count, op); break;
     case DType::i32: reduce_typed<std::int32_t>(out, a, b, count, op); break;
     case DType::i64: reduce_typed<std::int64_t>(out, a, b, count, op); break;
+    case DType::u8: reduce_typed<std::uint8_t>(out, a, b, count, op); break;
+    case DType::f16: reduce_half<f16_to_float, float_to_f16>(out, a, b, count, op); break;
+    case DType::bf16: reduce_half<bf16_to_float, float_to_bf16>(out, a, b, count, op); break;
   }
 }
 

@@ -12,6 +12,9 @@ const char* to_string(DType t) {
     case DType::f64: return "f64";
     case DType::i32: return "i32";
     case DType::i64: return "i64";
+    case DType::u8: return "u8";
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
   }
   return "?";
 }
@@ -31,7 +34,10 @@ DType parse_dtype(std::string_view s) {
   if (s == "f64" || s == "float64" || s == "double") return DType::f64;
   if (s == "i32" || s == "int32") return DType::i32;
   if (s == "i64" || s == "int64") return DType::i64;
-  FTCC_CHECK(false) << "unknown dtype '" << std::string(s) << "' (f32, f64, i32, i64)";
+  if (s == "u8" || s == "uint8") return DType::u8;
+  if (s == "f16" || s == "float16" || s == "half") return DType::f16;
+  if (s == "bf16" || s == "bfloat16") return DType::bf16;
+  FTCC_CHECK(false) << "unknown dtype '" << std::string(s) << "' (f32, f64, i32, i64, u8, f16, bf16)";
   return DType::f32;
 }
 

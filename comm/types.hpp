@@ -20,7 +20,8 @@ enum class ReduceOp : std::uint8_t { sum, prod, min, max };
 
 const char* to_string(DType t);
 const char* to_string(ReduceOp op);
-// "f32"/"float32"/"float", "f64"/"float64"/"double", "i32"/"int32", "i64"/"int64"; throws InvalidArgument.
+// "f32"/"float32"/"float", "f64"/"float64"/"double", "i32"/"int32", "i64"/"int64", "u8"/"uint8",
+// "f16"/"float16"/"half", "bf16"/"bfloat16"; throws InvalidArgument.
 DType parse_dtype(std::string_view s);
 // "sum", "prod", "min", "max"; throws InvalidArgument.
 ReduceOp parse_op(std::string_view s);

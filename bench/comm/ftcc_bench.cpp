@@ -304,7 +304,8 @@ int main(int argc, char** argv) {
   app.add_option("-n,--iters", cfg.iters, "timed iterations per size and algorithm")->check(CLI::PositiveNumber);
   app.add_option("-w,--warmup", cfg.warmup, "untimed iterations first")->check(CLI::NonNegativeNumber);
   app.add_option("--min-time-s", cfg.min_time_s, "raise the iteration count until a size takes this long");
-  app.add_option("-d,--dtype", cfg.dtype, "f32|f64|i32|i64");
+  app.add_option("-d,--dtype", cfg.dtype, "f32|f64|i32|i64")
+      ->check(CLI::IsMember({"f32", "f64", "i32", "i64", "float32", "float64", "int32", "int64"}));
   app.add_option("-o,--redop", cfg.redop, "sum|prod|min|max");
   app.add_option("-c,--check", cfg.check, "verify each algorithm before timing: -c, -c 1 (default) or -c 0")
       ->expected(0, 1)

@@ -9,16 +9,20 @@
 #include <atomic>
 #include <cstdlib>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/allreduce_async.hpp"
 #include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/reduce_kernels.hpp"
 #include "ftcc/comm/device_staging.hpp"
 #include "ftcc/comm/memory_transport.hpp"
 #include "ftcc/comm/subgroup_transport.hpp"
@@ -112,6 +116,87 @@ TEST(Schedule, AllreduceOpsAndDtypes) {
         check_allreduce<std::int32_t>(a, n, 37, op, false, 16);
         check_allreduce<double>(a, n, 37, op, true, 16);
       }
+}
+
+// u8, float16 and bfloat16 (the types PyTorch programs hand the torch backend): small integers
+// are exact in all three, so every algorithm and order must give the exact result; u8 wraps mod 256.
+std::uint16_t f16_bits(float f) {
+  const auto h = static_cast<_Float16>(f);
+  std::uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+std::uint16_t bf16_bits(float f) {  // exact for the values used here (8 significant bits)
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+TEST(Schedule, AllreduceNarrowTypes) {
+  // Inputs whose results are exact in 8 significant bits: products of 1s and 2s, sums below 256.
+  auto in = [](ReduceOp op, int rank, std::size_t i) -> std::int64_t {
+    return op == ReduceOp::prod ? 1 + static_cast<std::int64_t>((static_cast<std::size_t>(rank) + i) % 2) : x(rank, i);
+  };
+  for (const Algo& algo : kAlgos)
+    for (int n : {2, 3, 4})
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min, ReduceOp::prod}) {
+        const std::size_t count = 301;
+        run_ranks(n, [&](Communicator& c) {
+          std::vector<std::uint8_t> u(count);
+          std::vector<std::uint16_t> h(count), b(count);
+          for (std::size_t i = 0; i < count; ++i) {
+            const auto v = in(op, c.rank(), i);
+            u[i] = static_cast<std::uint8_t>(v + (op == ReduceOp::sum ? 60 : 0));  // u8 sums pass 255: wrap
+            h[i] = f16_bits(static_cast<float>(v));
+            b[i] = bf16_bits(static_cast<float>(v));
+          }
+          CollectiveOptions o;
+          o.segment_bytes = 64;
+          algo.fn(c, kInPlace, u.data(), count, DType::u8, op, o);
+          algo.fn(c, kInPlace, h.data(), count, DType::f16, op, o);
+          algo.fn(c, kInPlace, b.data(), count, DType::bf16, op, o);
+          for (std::size_t i = 0; i < count; ++i) {
+            std::int64_t want = in(op, 0, i), want_u = want + (op == ReduceOp::sum ? 60 : 0);
+            for (int r = 1; r < n; ++r) {
+              const auto v = in(op, r, i);
+              switch (op) {
+                case ReduceOp::sum: want += v; want_u += v + 60; break;
+                case ReduceOp::prod: want *= v; want_u *= v; break;
+                case ReduceOp::min: want = std::min(want, v); want_u = want; break;
+                case ReduceOp::max: want = std::max(want, v); want_u = want; break;
+              }
+            }
+            const auto where = [&] {
+              return std::string(algo.name) + " n=" + std::to_string(n) + " op=" + to_string(op) + " i=" + std::to_string(i);
+            };
+            ASSERT_EQ(u[i], static_cast<std::uint8_t>(want_u & 0xff)) << where();
+            ASSERT_EQ(h[i], f16_bits(static_cast<float>(want))) << where();
+            ASSERT_EQ(b[i], bf16_bits(static_cast<float>(want))) << where();
+          }
+        });
+      }
+}
+
+// Rounding of the 16-bit floats: to nearest, ties to even, NaN kept, as torch's Half/BFloat16.
+TEST(ReduceKernels, SixteenBitFloatsRoundToNearestEven) {
+  // bfloat16: 1 + 2^-8 is a tie between 1 and 1 + 2^-7: rounds to the even one, 1.
+  const std::uint16_t one = 0x3f80, tiny = bf16_bits(std::ldexp(1.0f, -8));
+  std::uint16_t out = 0;
+  ftcc::comm::reduce(&out, &one, &tiny, 1, DType::bf16, ReduceOp::sum);
+  EXPECT_EQ(out, 0x3f80);
+  const std::uint16_t more = bf16_bits(std::ldexp(1.0f, -8) + std::ldexp(1.0f, -12));  // past the tie
+  ftcc::comm::reduce(&out, &one, &more, 1, DType::bf16, ReduceOp::sum);
+  EXPECT_EQ(out, 0x3f81);
+  const std::uint16_t nan = 0x7fc1;
+  ftcc::comm::reduce(&out, &nan, &one, 1, DType::bf16, ReduceOp::sum);
+  EXPECT_EQ(out & 0x7f80, 0x7f80);
+  EXPECT_NE(out & 0x007f, 0);
+  // float16: 2048 + 1 is a tie between 2048 and 2050: rounds to 2048; 65504 + 65504 overflows to inf.
+  const std::uint16_t a = f16_bits(2048), b = f16_bits(1), big = f16_bits(65504);
+  ftcc::comm::reduce(&out, &a, &b, 1, DType::f16, ReduceOp::sum);
+  EXPECT_EQ(out, f16_bits(2048));
+  ftcc::comm::reduce(&out, &big, &big, 1, DType::f16, ReduceOp::sum);
+  EXPECT_EQ(out, 0x7c00);
 }
 
 TEST(Schedule, AutoAllreduceAndEnvOverride) {
