@@ -25,6 +25,8 @@
 //   reduce_scatter    recursive halving (small, 2^k ranks) or ring; block r lands on rank r
 //   allgather         recursive doubling (small, 2^k ranks) or ring
 //   barrier           dissemination (ceil(log2 n) rounds of zero-byte messages)
+//   alltoallv         every rank to every rank, all messages in flight at once (alltoall.cpp)
+//   gather, scatter   linear, to or from a root (gather.cpp)
 //   allreduce_async   nonblocking allreduce: start now, wait() later (comm/allreduce_async.hpp)
 //
 // Options expose segment_bytes and window (segments in flight) so tests reach the multi-segment
@@ -109,5 +111,20 @@ void allgather(Communicator& comm, const void* send, void* recv, std::size_t sen
                const CollectiveOptions& options = {});
 
 void barrier(Communicator& comm, const CollectiveOptions& options = {});
+
+// MPI_Alltoallv in elements: rank r sends send_counts[p] elements from send + send_displs[p] to
+// rank p and receives recv_counts[p] elements from p at recv + recv_displs[p] (each array has
+// size() entries). What r sends p must be what p expects from r (a mismatch is a Timeout or a
+// truncation error). send and recv must not overlap.
+void alltoallv(Communicator& comm, const void* send, const std::size_t* send_counts, const std::size_t* send_displs,
+               void* recv, const std::size_t* recv_counts, const std::size_t* recv_displs, DType dtype,
+               const CollectiveOptions& options = {});
+// MPI_Gather: recv (size()*send_count elements, root only) gets block r from rank r. The root's
+// own block may already be in place (send == nullptr or recv + root*send_count).
+void gather(Communicator& comm, const void* send, void* recv, std::size_t send_count, DType dtype, int root,
+            const CollectiveOptions& options = {});
+// MPI_Scatter: rank r gets block r of the root's send (size()*recv_count elements, root only).
+void scatter(Communicator& comm, const void* send, void* recv, std::size_t recv_count, DType dtype, int root,
+             const CollectiveOptions& options = {});
 
 }  // namespace ftcc::comm

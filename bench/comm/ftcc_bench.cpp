@@ -91,6 +91,8 @@ void for_type(DType t, F&& f) {
     case DType::f64: f(double{}); break;
     case DType::i32: f(std::int32_t{}); break;
     case DType::i64: f(std::int64_t{}); break;
+    case DType::u8: case DType::f16: case DType::bf16:  // refused by --dtype's check
+      throw ftcc::InvalidArgument(std::string("ftcc-bench: dtype ") + to_string(t) + " is not benchmarked");
   }
 }
 

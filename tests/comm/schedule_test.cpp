@@ -274,6 +274,46 @@ TEST(Schedule, ReduceScatterAndAllgather) {
         });
 }
 
+// alltoallv with uneven counts (rank r sends p+r+... elements to p, some of them empty), then
+// gather and scatter to and from every root.
+TEST(Schedule, AlltoallGatherScatter) {
+  for (int n : {1, 2, 3, 5}) {
+    run_ranks(n, [&](Communicator& c) {
+      const int r = c.rank();
+      auto count = [](int from, int to) { return static_cast<std::size_t>((from * 3 + to) % 4); };
+      auto value = [](int from, int to, std::size_t i) { return static_cast<std::int64_t>(from * 1000 + to * 10) + static_cast<std::int64_t>(i); };
+      std::vector<std::size_t> sc(n), sd(n), rc(n), rd(n);
+      std::size_t st = 0, rt = 0;
+      for (int p = 0; p < n; ++p) {
+        sc[p] = count(r, p), sd[p] = st, st += sc[p];
+        rc[p] = count(p, r), rd[p] = rt, rt += rc[p];
+      }
+      std::vector<std::int64_t> in(st), out(rt, -1);
+      for (int p = 0; p < n; ++p)
+        for (std::size_t i = 0; i < sc[p]; ++i) in[sd[p] + i] = value(r, p, i);
+      alltoallv(c, in.data(), sc.data(), sd.data(), out.data(), rc.data(), rd.data(), DType::i64);
+      for (int p = 0; p < n; ++p)
+        for (std::size_t i = 0; i < rc[p]; ++i) ASSERT_EQ(out[rd[p] + i], value(p, r, i)) << "n=" << n << " r=" << r << " from " << p;
+      for (int root = 0; root < n; ++root) {
+        const std::int64_t mine[2] = {r * 7 + root, -r};
+        std::vector<std::int64_t> all(2 * static_cast<std::size_t>(n), -99);
+        gather(c, mine, r == root ? all.data() : nullptr, 2, DType::i64, root);
+        if (r == root)
+          for (int p = 0; p < n; ++p) {
+            ASSERT_EQ(all[2 * p], p * 7 + root);
+            ASSERT_EQ(all[2 * p + 1], -p);
+          }
+        std::vector<std::int64_t> parts(2 * static_cast<std::size_t>(n));
+        for (int p = 0; p < n; ++p) parts[2 * p] = root * 100 + p, parts[2 * p + 1] = p;
+        std::int64_t got[2] = {-1, -1};
+        scatter(c, r == root ? parts.data() : nullptr, got, 2, DType::i64, root);
+        ASSERT_EQ(got[0], root * 100 + r);
+        ASSERT_EQ(got[1], r);
+      }
+    });
+  }
+}
+
 TEST(Schedule, BarrierAndBackToBackCollectives) {
   for (int n : {1, 2, 3, 5, 8})
     run_ranks(n, [&](Communicator& c) {

@@ -1,0 +1,47 @@
+// gather and scatter: linear, root to every rank (MPI_Gather / MPI_Scatter). The root posts all
+// its receives (sends) at once; the other ranks make one send (receive). Block r is rank r's.
+#include <cstring>
+
+#include "ftcc/comm/algorithms.hpp"
+
+namespace ftcc::comm {
+
+void gather(Communicator& comm, const void* send, void* recv, std::size_t send_count, DType dtype, int root,
+            const CollectiveOptions& o) {
+  const int n = comm.size(), r = comm.rank();
+  FTCC_CHECK(root >= 0 && root < n) << "gather: root " << root << " is not a rank of a group of " << n;
+  const std::size_t bytes = send_count * dtype_size(dtype);
+  OpContext ctx(comm, "gather", o.timeout_s);
+  if (r != root) {
+    ctx.wait(ctx.isend(send, bytes, root));
+    return;
+  }
+  auto* out = static_cast<std::byte*>(recv);
+  std::vector<OpContext::Handle> hs;
+  for (int p = 0; p < n; ++p)
+    if (p != root) hs.push_back(ctx.irecv(out + static_cast<std::size_t>(p) * bytes, bytes, p));
+  std::byte* mine = out + static_cast<std::size_t>(root) * bytes;
+  if (send && send != mine && bytes > 0) std::memcpy(mine, send, bytes);
+  ctx.wait_all(hs.data(), hs.size());
+}
+
+void scatter(Communicator& comm, const void* send, void* recv, std::size_t recv_count, DType dtype, int root,
+             const CollectiveOptions& o) {
+  const int n = comm.size(), r = comm.rank();
+  FTCC_CHECK(root >= 0 && root < n) << "scatter: root " << root << " is not a rank of a group of " << n;
+  const std::size_t bytes = recv_count * dtype_size(dtype);
+  OpContext ctx(comm, "scatter", o.timeout_s);
+  if (r != root) {
+    ctx.wait(ctx.irecv(recv, bytes, root));
+    return;
+  }
+  const auto* in = static_cast<const std::byte*>(send);
+  std::vector<OpContext::Handle> hs;
+  for (int p = 0; p < n; ++p)
+    if (p != root) hs.push_back(ctx.isend(in + static_cast<std::size_t>(p) * bytes, bytes, p));
+  const std::byte* mine = in + static_cast<std::size_t>(root) * bytes;
+  if (recv && recv != mine && bytes > 0) std::memcpy(recv, mine, bytes);
+  ctx.wait_all(hs.data(), hs.size());
+}
+
+}  // namespace ftcc::comm
