@@ -1,0 +1,51 @@
+"""Example 2: nn.Linear(10, 5) -> nn.Linear(5, 1) in DistributedDataParallel, MSELoss and SGD, a loop
+over epochs: the program a torch user writes with init_process_group("gloo"), changed only to run
+on ftcc and keep training when ranks die:
+  - the backend is "ftcc" and the program starts under tools/ftcc-run (no MASTER_ADDR/PORT);
+  - the loop is ftcc_torch.ElasticTrainer's (it wraps the model in DDP itself, and again on the
+    survivors after a failure, with the data re-sharded exactly once);
+  - the data is a real data set (diabetes, examples/diabetes.py) instead of random numbers.
+
+    tools/ftcc-run -n 4 bench/training/.venv-torch/bin/python examples/torch_ddp.py --epochs 20
+    FTCC_FAULTS=kill:rank=2:step=30 tools/ftcc-run -n 4 ... examples/torch_ddp.py   # rank 2 dies at step 30
+"""
+import argparse
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+import ftcc_torch
+from diabetes import load
+
+p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+p.add_argument("--epochs", type=int, default=20)
+p.add_argument("--batch", type=int, default=40, help="global batch (split among the ranks)")
+p.add_argument("--lr", type=float, default=0.05)
+p.add_argument("--deterministic", action="store_true", help="exact-sum gradients: bitwise identical for any rank count")
+p.add_argument("--summary", help="rank 0 writes the run's summary (JSON) here")
+args = p.parse_args()
+
+torch.manual_seed(0)  # the same initial weights on every rank
+torch.set_num_threads(1)
+dist.init_process_group("ftcc")
+
+model = nn.Sequential(nn.Linear(10, 5), nn.Linear(5, 1))
+loss_fn = nn.MSELoss()
+optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+
+trainer = ftcc_torch.ElasticTrainer(model, optimizer, load(), global_batch=args.batch, epochs=args.epochs,
+                                    deterministic=args.deterministic, micro_batch=10, summary_path=args.summary)
+
+
+def step(model, batch):
+    features, targets = batch
+    return loss_fn(model(features), targets)
+
+
+summary = trainer.run(step)
+if dist.get_rank() == 0:
+    print(f"torch_ddp: {summary['epochs']} epochs, {summary['steps']} steps on {summary['ranks']} ranks, "
+          f"final loss {summary['final_loss']:.4f}, {len(summary['recoveries'])} recoveries, "
+          f"weights sha256 {summary['state_sha256'][:16]}", flush=True)
+dist.destroy_process_group()

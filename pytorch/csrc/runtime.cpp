@@ -1,0 +1,442 @@
+#include "runtime.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <sstream>
+
+#include "ftcc/base/env_number.hpp"
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/errors.hpp"
+#include "ftcc/comm/ulfm.hpp"
+#include "ftcc/recovery/fault_spec.hpp"
+#include "ftcc/recovery/generation_fence.hpp"
+#include "ftcc/recovery/quorum_lost.hpp"
+#include "ftcc/recovery/resilient_group.hpp"
+#include "rank_failure.hpp"
+
+namespace ftcc::torch_backend {
+namespace {
+
+std::mutex g_start_mu;
+// Never destroyed: the worker may be inside MPI when the process exits (the exit guard of
+// recovery/ turns an exit without MPI_Finalize into a process failure the others recover from).
+Runtime* g_runtime = nullptr;
+
+std::string list(const std::vector<std::int64_t>& v) {
+  std::ostringstream o;
+  o << "[";
+  for (std::size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
+  o << "]";
+  return o.str();
+}
+
+// FTCC_HANG_TIMEOUT_S: seconds of heartbeat silence before a rank is fenced; "0" turns the
+// heartbeat off. Default 30 s (recovery::GroupOptions).
+std::chrono::milliseconds hang_timeout() {
+  const char* v = std::getenv("FTCC_HANG_TIMEOUT_S");
+  if (v && std::string(v) == "0") return std::chrono::milliseconds(0);
+  const double s = ftcc::env_seconds("FTCC_HANG_TIMEOUT_S", 30, 0.1, 1e6);
+  return std::chrono::milliseconds(static_cast<long long>(s * 1000));
+}
+
+// FTCC_FAULTS: comma-separated fault specs (recovery/fault_spec.hpp), for tests and drills.
+std::vector<recovery::FaultSpec> faults_from_env() {
+  const char* v = std::getenv("FTCC_FAULTS");
+  std::vector<std::string> specs;
+  std::string cur;
+  for (const char* p = v ? v : ""; *p; ++p) {
+    if (*p == ',') {
+      if (!cur.empty()) specs.push_back(cur);
+      cur.clear();
+    } else if (*p != ' ') {
+      cur += *p;
+    }
+  }
+  if (!cur.empty()) specs.push_back(cur);
+  return recovery::parse_fault_specs(specs);
+}
+
+void say(const std::string& line) {
+  std::fprintf(stderr, "ftcc: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+Runtime& Runtime::start(double timeout_s) {
+  std::lock_guard<std::mutex> lock(g_start_mu);
+  if (!g_runtime) g_runtime = new Runtime(timeout_s);
+  return *g_runtime;
+}
+
+Runtime* Runtime::existing() {
+  std::lock_guard<std::mutex> lock(g_start_mu);
+  return g_runtime;
+}
+
+Runtime::Runtime(double timeout_s) : timeout_s_(timeout_s) {
+  std::promise<void> ready;
+  auto started = ready.get_future();
+  worker_ = std::thread([this, &ready] {
+    try {
+      int initialized = 0;
+      MPI_Initialized(&initialized);
+      if (!initialized) {
+        int provided = 0;
+        MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+      }
+      if (!comm::has_ulfm()) {
+        MPI_Finalize();
+        throw ftcc::Error(
+            "the ftcc backend needs an MPI with ULFM (fault tolerance), started with it: launch the program with "
+            "tools/ftcc-run -n N python prog.py (tools/setup installs such an MPI)");
+      }
+      recovery::GroupOptions o;
+      o.hang_timeout = hang_timeout();
+      o.comm_timeout_s = std::getenv("FTCC_COMM_TIMEOUT_S") ? 0 : timeout_s_;
+      o.faults = faults_from_env();
+      group_ = std::make_unique<recovery::ResilientGroup>(MPI_COMM_WORLD, o);
+      generations_.push_back({group_->members(), group_->rank()});
+      ready.set_value();
+    } catch (...) {
+      ready.set_exception(std::current_exception());
+      return;
+    }
+    loop();
+  });
+  try {
+    started.get();
+  } catch (...) {
+    worker_.join();
+    throw;
+  }
+}
+
+int Runtime::generation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(generations_.size()) - 1;
+}
+
+GenerationInfo Runtime::info(int generation) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generations_.at(static_cast<std::size_t>(generation));
+}
+
+std::optional<Failure> Runtime::failure(int generation) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = failures_.find(generation);
+  if (it != failures_.end()) return it->second;
+  // A fatal failure ends every generation from the one it hit.
+  for (const auto& [g, f] : failures_)
+    if (f.fatal && g <= generation) return f;
+  return std::nullopt;
+}
+
+void Runtime::submit(int generation, const char* op, Run run, Done done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    FTCC_CHECK(!stop_) << op << ": the ftcc backend has shut down (the program is ending)";
+    queue_.push_back(Task{generation, op, std::move(run), std::move(done)});
+    ++busy_;
+  }
+  cv_.notify_one();
+}
+
+void Runtime::drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [&] { return busy_ == 0; });
+}
+
+void Runtime::loop() {
+  for (;;) {
+    Task t;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (in_flight_.empty()) {
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      } else if (queue_.empty()) {
+        // Point-to-point in flight: poll it about every 20 us, still picking up new work.
+        cv_.wait_for(lock, std::chrono::microseconds(20), [&] { return stop_ || !queue_.empty(); });
+      }
+      if (stop_ && queue_.empty() && in_flight_.empty()) return;
+      if (!queue_.empty()) {
+        t = std::move(queue_.front());
+        queue_.pop_front();
+      }
+    }
+    if (t.run || t.control) execute(t);
+    poll_in_flight();
+  }
+}
+
+void Runtime::execute(Task& t) {
+  auto finished = [this](const Done& done, std::exception_ptr e) {
+    done(e);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--busy_ == 0) idle_cv_.notify_all();
+  };
+  if (t.control) {  // run_on_worker
+    t.control();
+    finished(t.done, nullptr);
+    return;
+  }
+  if (ended_) {
+    finished(t.done, std::make_exception_ptr(ftcc::Error(std::string(t.op) +
+                                                         ": the ftcc backend has already ended the job (the program is exiting)")));
+    return;
+  }
+  if (auto f = failure(t.generation)) {
+    finished(t.done, error_for(*f));
+    return;
+  }
+  ++ops_;
+  try {
+    Poll p = t.run(group_->comm());
+    if (p) {
+      in_flight_.push_back(InFlight{t.generation, t.op, std::move(p), std::move(t.done)});
+      return;
+    }
+    finished(t.done, nullptr);
+  } catch (const comm::FaultDetected& e) {
+    on_fault(t.generation, t.op, e.what());
+    finished(t.done, error_for(*failure(t.generation)));
+  } catch (const comm::Timeout& e) {
+    on_fatal(t.generation, std::string(e.what()) + " (a rank that neither answers nor dies: raise FTCC_COMM_TIMEOUT_S, or let the heartbeat fence it: FTCC_HANG_TIMEOUT_S)", std::nullopt);
+    finished(t.done, error_for(*failure(t.generation)));
+  } catch (const comm::CommError& e) {
+    on_fatal(t.generation, e.what(), std::nullopt);
+    finished(t.done, error_for(*failure(t.generation)));
+  } catch (...) {
+    finished(t.done, std::current_exception());  // bad use, found before any message: the group is intact
+  }
+}
+
+void Runtime::poll_in_flight() {
+  for (std::size_t i = 0; i < in_flight_.size();) {
+    InFlight& f = in_flight_[i];
+    std::exception_ptr error;
+    bool done = false;
+    try {
+      done = f.poll();
+    } catch (const comm::FaultDetected& e) {
+      const int g = f.generation;
+      const char* op = f.op;
+      on_fault(g, op, e.what());  // fails every operation of g still in flight, this one included
+      i = 0;
+      continue;
+    } catch (const comm::Timeout& e) {
+      on_fatal(f.generation, e.what(), std::nullopt);
+      i = 0;
+      continue;
+    } catch (...) {
+      error = std::current_exception();
+      done = true;
+    }
+    if (!done) {
+      ++i;
+      continue;
+    }
+    Done d = std::move(f.done);
+    in_flight_.erase(in_flight_.begin() + static_cast<std::ptrdiff_t>(i));
+    d(error);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--busy_ == 0) idle_cv_.notify_all();
+  }
+}
+
+void Runtime::fail_in_flight(int generation) {
+  // Drop the requests first (they refer to the communicator recovery replaces), answer after.
+  std::vector<Done> orphans;
+  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+    if (it->generation <= generation) {
+      orphans.push_back(std::move(it->done));
+      it = in_flight_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (orphans.empty()) return;
+  const auto f = failure(generation);
+  for (auto& d : orphans) {
+    d(f ? error_for(*f) : std::make_exception_ptr(ftcc::Error("operation abandoned")));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--busy_ == 0) idle_cv_.notify_all();
+  }
+}
+
+void Runtime::on_fault(int generation, const char* op, const std::string& cause) {
+  if (failure(generation)) return;
+  // In-flight requests of this generation hold its communicator: abandon them before recovery
+  // frees it; they get the failure once it is known.
+  std::vector<InFlight> held;
+  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+    if (it->generation <= generation) {
+      held.push_back(std::move(*it));
+      it = in_flight_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& h : held) h.poll = nullptr;
+  try {
+    const recovery::RecoveryEvent& ev = group_->recover(step_ >= 0 ? step_ : ops_, std::string(op) + ": " + cause);
+    Failure f;
+    const GenerationInfo old = info(generation);
+    f.failed_original = ev.failed;
+    for (int orig : ev.failed) {
+      auto it = std::find(old.members.begin(), old.members.end(), orig);
+      if (it != old.members.end()) f.failed.push_back(it - old.members.begin());
+    }
+    std::sort(f.failed.begin(), f.failed.end());
+    f.next_generation = generation + 1;
+    std::ostringstream m;
+    m << "rank(s) " << list(f.failed) << " of the process group failed (" << op
+      << "); the survivors agreed on them (" << old.size() << " -> " << group_->size()
+      << " ranks): continue on dist.shrink_group(e.failed_ranks)";
+    f.message = m.str();
+    std::lock_guard<std::mutex> lock(mu_);
+    generations_.push_back({group_->members(), group_->rank()});
+    failures_[generation] = std::move(f);
+  } catch (const recovery::JobError& e) {
+    on_fatal(generation, e.line(), e.status());
+  } catch (const recovery::QuorumLost& e) {
+    on_fatal(generation, std::string("quorum lost: ") + e.what(), recovery::ExitStatus::quorum_lost);
+  } catch (const recovery::Superseded& e) {
+    on_fatal(generation, std::string("superseded: ") + e.what(), std::nullopt);
+  } catch (const std::exception& e) {
+    on_fatal(generation, std::string("recovery failed: ") + e.what(), std::nullopt);
+  }
+  const auto f = failure(generation);
+  for (auto& h : held) {
+    h.done(error_for(*f));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--busy_ == 0) idle_cv_.notify_all();
+  }
+}
+
+void Runtime::on_fatal(int generation, const std::string& message, std::optional<recovery::ExitStatus> status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failures_.count(generation)) return;
+    Failure f;
+    f.fatal = true;
+    f.message = message;
+    f.job_status = status;
+    failures_[generation] = std::move(f);
+  }
+  fail_in_flight(generation);
+}
+
+std::exception_ptr Runtime::error_for(const Failure& f) { return make_failure_error(f); }
+
+template <class F>
+void Runtime::run_on_worker(F&& f) {
+  std::promise<void> done;
+  auto result = done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Task t{-1, "control", nullptr, [](std::exception_ptr) {}, nullptr};
+    t.control = [&] {
+      try {
+        f();
+        done.set_value();
+      } catch (...) {
+        done.set_exception(std::current_exception());
+      }
+    };
+    queue_.push_back(std::move(t));
+    ++busy_;
+  }
+  cv_.notify_one();
+  result.get();
+}
+
+void Runtime::begin_step(std::int64_t step) {
+  run_on_worker([&] {
+    if (ended_) return;
+    step_ = step;
+    group_->begin_step(step);
+  });
+}
+
+int Runtime::finish() {
+  int status = 0;
+  run_on_worker([&] {
+    if (ended_) return;
+    ended_ = true;
+    try {
+      while (!group_->all_finished(/*last=*/true)) {
+      }
+      if (group_->rank() == 0) {
+        group_->check_current("reporting the job's outcome");
+        recovery::job_record::outcome(recovery::ExitStatus::finished,
+                                      "finished on " + std::to_string(group_->size()) + " of " +
+                                          std::to_string(group_->initial_size()) + " ranks",
+                                      group_->initial_size(), group_->size(), group_->new_processes_lost());
+      }
+    } catch (const recovery::JobError& e) {
+      status = static_cast<int>(e.status());
+      if (group_->reports()) {
+        say(e.line());
+        recovery::job_record::outcome(e.status(), e.line(), group_->initial_size(), group_->size(),
+                                      group_->new_processes_lost());
+      }
+    } catch (const std::exception& e) {
+      // Superseded, quorum lost, a deadline: this process leaves alone, without MPI_Finalize.
+      recovery::job_record::left(std::string("at the end of the program: ") + e.what());
+      say(std::string("rank ") + std::to_string(group_->original_rank()) + ": " + e.what());
+      status = static_cast<int>(recovery::ExitStatus::internal);
+      return;
+    }
+    group_.reset();
+    MPI_Finalize();
+  });
+  return status;
+}
+
+int Runtime::fail(const std::string& message, bool config_error) {
+  int status = static_cast<int>(recovery::ExitStatus::job_error);
+  run_on_worker([&] {
+    if (ended_) return;
+    ended_ = true;
+    // A failure the job already ended on: report it, do not raise it again.
+    std::optional<Failure> fatal;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [g, f] : failures_)
+        if (f.fatal) fatal = f;
+    }
+    if (fatal && !fatal->job_status) {  // quorum lost, superseded, a deadline: leave alone
+      recovery::job_record::left(fatal->message);
+      say(std::string("rank ") + std::to_string(group_->original_rank()) + ": " + fatal->message);
+      status = static_cast<int>(recovery::ExitStatus::internal);
+      return;
+    }
+    try {
+      if (fatal) throw recovery::JobError(*fatal->job_status, -1, -1, fatal->message, true);
+      group_->fail_job(config_error ? recovery::ExitStatus::config_error : recovery::ExitStatus::job_error, message);
+    } catch (const recovery::JobError& e) {
+      status = static_cast<int>(e.status());
+      if (group_->reports()) {
+        const std::string line = fatal ? fatal->message : e.line();
+        say(line);
+        recovery::job_record::outcome(e.status(), line, group_->initial_size(), group_->size(),
+                                      group_->new_processes_lost());
+      }
+    } catch (const std::exception& e) {
+      recovery::job_record::left(e.what());
+      say(std::string("rank ") + std::to_string(group_->original_rank()) + ": " + e.what());
+      status = static_cast<int>(recovery::ExitStatus::internal);
+      return;
+    }
+    group_.reset();
+    MPI_Finalize();
+  });
+  return status;
+}
+
+}  // namespace ftcc::torch_backend

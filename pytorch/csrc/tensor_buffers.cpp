@@ -1,0 +1,78 @@
+#include "tensor_buffers.hpp"
+
+#include <c10/util/Exception.h>
+
+namespace ftcc::torch_backend {
+
+comm::DType dtype_of(const at::Tensor& t, const char* op) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return comm::DType::f32;
+    case at::kDouble: return comm::DType::f64;
+    case at::kInt: return comm::DType::i32;
+    case at::kLong: return comm::DType::i64;
+    case at::kByte: return comm::DType::u8;
+    case at::kHalf: return comm::DType::f16;
+    case at::kBFloat16: return comm::DType::bf16;
+    default: break;
+  }
+  TORCH_CHECK_TYPE(false, "ftcc: ", op, ": tensors of dtype ", t.scalar_type(),
+                   " are not supported; use float32, float64, bfloat16, float16, int32, int64 or uint8");
+}
+
+bool is_avg(const c10d::ReduceOp& op) { return op.op_ == c10d::ReduceOp::AVG; }
+
+comm::ReduceOp reduce_op_of(const c10d::ReduceOp& op, const at::Tensor& t, const char* op_name) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return comm::ReduceOp::sum;
+    case c10d::ReduceOp::PRODUCT: return comm::ReduceOp::prod;
+    case c10d::ReduceOp::MIN: return comm::ReduceOp::min;
+    case c10d::ReduceOp::MAX: return comm::ReduceOp::max;
+    case c10d::ReduceOp::AVG:
+      TORCH_CHECK_VALUE(at::isFloatingType(t.scalar_type()), "ftcc: ", op_name, ": ReduceOp.AVG of ", t.scalar_type(),
+                        " tensors is not defined; use SUM and divide, or a floating-point tensor");
+      return comm::ReduceOp::sum;
+    default: break;
+  }
+  TORCH_CHECK_VALUE(false, "ftcc: ", op_name, ": reduction ", op.op_ == c10d::ReduceOp::PREMUL_SUM ? "PREMUL_SUM" : "BAND/BOR/BXOR",
+                    " is not supported; ftcc reduces with SUM, AVG, PRODUCT, MIN and MAX");
+}
+
+void check_tensor(const at::Tensor& t, const char* op) {
+  TORCH_CHECK_VALUE(t.defined(), "ftcc: ", op, ": an undefined tensor");
+  TORCH_CHECK_VALUE(t.layout() == at::kStrided, "ftcc: ", op, ": only dense tensors (sparse ones are not supported)");
+  TORCH_CHECK_VALUE(t.device().is_cpu() || t.device().is_cuda(), "ftcc: ", op, ": tensors on ", t.device(),
+                    " are not supported (CPU, or CUDA through host staging)");
+  dtype_of(t, op);
+}
+
+void check_single(const std::vector<at::Tensor>& ts, const char* op) {
+  TORCH_CHECK_VALUE(ts.size() == 1, "ftcc: ", op, ": expected one tensor per call, got ", ts.size(),
+                    " (lists of per-device tensors are not supported)");
+  check_tensor(ts[0], op);
+}
+
+void check_same(const std::vector<at::Tensor>& ts, const at::Tensor& like, const char* op, const char* what) {
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    check_tensor(ts[i], op);
+    TORCH_CHECK_VALUE(ts[i].scalar_type() == like.scalar_type(), "ftcc: ", op, ": ", what, "[", i, "] is ",
+                      ts[i].scalar_type(), " but the input is ", like.scalar_type());
+    TORCH_CHECK_VALUE(ts[i].numel() == like.numel(), "ftcc: ", op, ": ", what, "[", i, "] has ", ts[i].numel(),
+                      " elements but the input has ", like.numel());
+  }
+}
+
+HostBuffer::HostBuffer(const at::Tensor& t, bool copy_in) : user(t) {
+  if (t.device().is_cpu() && t.is_contiguous()) {
+    host = t;
+  } else if (copy_in) {
+    host = t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  } else {
+    host = at::empty(t.sizes(), t.options().device(at::kCPU));
+  }
+}
+
+void HostBuffer::copy_back() const {
+  if (!host.is_same(user)) user.copy_(host);
+}
+
+}  // namespace ftcc::torch_backend

@@ -1,0 +1,43 @@
+// pytorch/csrc/tensor_buffers.hpp: torch tensors as comm/'s raw buffers (pointer, count, DType).
+//
+// comm/ works on contiguous host memory. A tensor that is contiguous on the CPU is used in place;
+// any other (non-contiguous, or on a CUDA device) is staged through a contiguous host copy, and
+// the result is copied back into it after the operation (copy_back). Staging and copying back run
+// on the runtime's worker thread, in the order of the operations.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <string>
+#include <vector>
+
+#include "ftcc/comm/types.hpp"
+
+namespace ftcc::torch_backend {
+
+// The DType of t, or a c10::Error naming the op, the dtype and the ones supported.
+comm::DType dtype_of(const at::Tensor& t, const char* op);
+// comm's operator for op; AVG is SUM followed by a division (floating types only); the others
+// (bitwise, PREMUL_SUM) are refused with one line.
+comm::ReduceOp reduce_op_of(const c10d::ReduceOp& op, const at::Tensor& t, const char* op_name);
+bool is_avg(const c10d::ReduceOp& op);
+
+// Checks the tensors a call is handed: one tensor (no per-device lists), a supported dtype, a
+// CPU or CUDA device.
+void check_single(const std::vector<at::Tensor>& ts, const char* op);
+void check_tensor(const at::Tensor& t, const char* op);
+// All tensors of a list have t's dtype and number of elements.
+void check_same(const std::vector<at::Tensor>& ts, const at::Tensor& like, const char* op, const char* what);
+
+// A contiguous host view of a tensor for the duration of one operation.
+struct HostBuffer {
+  at::Tensor user;   // the caller's tensor
+  at::Tensor host;   // contiguous, on the CPU (user itself when it already is)
+  explicit HostBuffer(const at::Tensor& t, bool copy_in = true);
+  void* data() const { return host.data_ptr(); }
+  std::size_t count() const { return static_cast<std::size_t>(host.numel()); }
+  void copy_back() const;  // user <- host when they differ
+};
+
+}  // namespace ftcc::torch_backend

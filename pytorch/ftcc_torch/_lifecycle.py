@@ -1,0 +1,54 @@
+"""How a program on the ftcc backend ends: the exit-status contract of tools/ftcc-run.
+
+- The program returns normally: the survivors agree that all of them are done (recovering if a
+  rank is lost at the very end), the final group's rank 0 records the outcome ("finished on 3 of
+  4 ranks"), MPI is finalized; ftcc-run exits 0.
+- An exception leaves the program on a rank (an uncaught RankFailure included: a rank was lost
+  where the program does not recover): it is a job-level error, raised once: every survivor stops
+  with it, one line names the rank, the outcome records it; ftcc-run exits 4.
+- A rank that cannot go on alone (quorum lost, superseded, a deadline) leaves without MPI_Finalize,
+  which the others see as a failure of that rank.
+Installed when ftcc_torch is imported; nothing happens unless the ftcc backend was started.
+"""
+import atexit
+import sys
+
+from . import _C
+
+_ended = False
+
+
+def _end(status):
+    global _ended
+    _ended = True
+    if status != 0:
+        _C.exit(status)
+
+
+def finish():
+    """End this rank's part of the job now (what a normal exit does). Returns 0."""
+    if _ended or not _C.started():
+        return 0
+    status = _C.finish()
+    _end(status)
+    return status
+
+
+def _excepthook(original):
+    def hook(kind, value, tb):
+        original(kind, value, tb)
+        if _ended or not _C.started() or issubclass(kind, KeyboardInterrupt):
+            return
+        sys.stderr.flush()
+        _end(_C.fail(f"{kind.__name__}: {value}".splitlines()[0], False) or 4)
+
+    return hook
+
+
+def install():
+    if getattr(sys.excepthook, "_ftcc", False):
+        return
+    hook = _excepthook(sys.excepthook)
+    hook._ftcc = True
+    sys.excepthook = hook
+    atexit.register(finish)
