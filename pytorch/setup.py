@@ -47,7 +47,7 @@ def mpi_prefix():
 
 
 prefix = mpi_prefix()
-build = os.path.abspath(os.environ.get("FTCC_BUILD_DIR", os.path.join(root, "build")))
+build = os.path.join(root, os.environ.get("FTCC_BUILD_DIR", "build"))  # relative: to the checkout
 libs = [os.path.join(build, "recovery", "libftcc_recovery.a"), os.path.join(build, "comm", "libftcc_comm.a")]
 env = dict(os.environ, PATH=os.path.join(prefix, "bin") + os.pathsep + os.environ.get("PATH", ""))
 if not os.path.exists(os.path.join(build, "build.ninja")):

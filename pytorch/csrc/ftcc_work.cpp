@@ -26,12 +26,13 @@ FtccWork::FtccWork(int rank, c10d::OpType type, const char* profiling_title, std
 c10::intrusive_ptr<c10::ivalue::Future> FtccWork::getFuture() { return future_; }
 
 void FtccWork::complete(std::exception_ptr error) {
+  // The Work first, then its future: whoever the future wakes sees isCompleted() true.
   if (error) {
-    future_->setError(error);
     finish(error);
+    future_->setError(error);
   } else {
-    future_->markCompleted(c10::IValue(outputs_));
     finish();
+    future_->markCompleted(c10::IValue(outputs_));
   }
 }
 

@@ -371,12 +371,14 @@ int Runtime::finish() {
     try {
       while (!group_->all_finished(/*last=*/true)) {
       }
+      // No outcome record: the program's own exit status, after MPI_Finalize, is the job's
+      // (tools/ftcc-run reports mpirun's status when the survivors finalized; sys.exit(1)
+      // after a clean end stays 1).
       if (group_->rank() == 0) {
-        group_->check_current("reporting the job's outcome");
-        recovery::job_record::outcome(recovery::ExitStatus::finished,
-                                      "finished on " + std::to_string(group_->size()) + " of " +
-                                          std::to_string(group_->initial_size()) + " ranks",
-                                      group_->initial_size(), group_->size(), group_->new_processes_lost());
+        group_->check_current("finishing the job");
+        const auto events = group_->events().size();
+        say("the job finished on " + std::to_string(group_->size()) + " of " + std::to_string(group_->initial_size()) +
+            " ranks (" + std::to_string(events) + (events == 1 ? " recovery)" : " recoveries)"));
       }
     } catch (const recovery::JobError& e) {
       status = static_cast<int>(e.status());

@@ -90,7 +90,9 @@ class Runtime {
 
   // The end of the program (the Python layer calls these, exactly one of them, once):
   // clean: the survivors agree that all of them are done (recovering if a rank is lost at the
-  // end), the final group's rank 0 records the outcome, MPI is finalized. Returns 0.
+  // end), the final group's rank 0 says so on one line, MPI is finalized; the process's own exit
+  // status is then the job's (no outcome record: tools/ftcc-run reports mpirun's status, the
+  // survivors'). Returns 0, or the status to leave with (job error, superseded, a deadline).
   int finish();
   // An error left the program on this rank: stops the job with it once (every survivor reports
   // the same job error; recovery/resilient_group.hpp fail_job), records the outcome, finalizes.

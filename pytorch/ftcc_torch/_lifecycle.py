@@ -1,8 +1,9 @@
 """How a program on the ftcc backend ends: the exit-status contract of tools/ftcc-run.
 
 - The program returns normally: the survivors agree that all of them are done (recovering if a
-  rank is lost at the very end), the final group's rank 0 records the outcome ("finished on 3 of
-  4 ranks"), MPI is finalized; ftcc-run exits 0.
+  rank is lost at the very end), the final group's rank 0 prints "ftcc: the job finished on 3 of 4
+  ranks (1 recovery)", MPI is finalized, and the survivors' own exit status is the job's (0, or
+  what sys.exit() asked for): ftcc-run reports it.
 - An exception leaves the program on a rank (an uncaught RankFailure included: a rank was lost
   where the program does not recover): it is a job-level error, raised once: every survivor stops
   with it, one line names the rank, the outcome records it; ftcc-run exits 4.

@@ -1,0 +1,278 @@
+"""Every collective of the ftcc backend against gloo's on the same inputs, in one MPI job.
+
+Every rank makes the same gloo calls in the same order whatever its own checks found (a check
+that short-circuited a gloo call on one rank would hang the others).
+
+    tools/ftcc-run -n 4 bench/training/.venv-torch/bin/python tests/torch/collectives_vs_gloo.py
+
+The default group is ftcc; a gloo group of the same ranks is made beside it (dist.new_group on
+the job's FileStore). For each dtype (float32/64, bfloat16, float16, int32/64, uint8) every rank
+draws random inputs, runs the operation through both backends and compares: integers, MIN/MAX
+and data movement exactly; float sums within 2(n-1) eps sum|x| and products within 2(n-1) eps
+|x| relative (any summation order's rounding error bound, doubled), and AVG against gloo's SUM
+divided by n (gloo has no AVG). Where gloo lacks an operation for a dtype, the reference is
+computed from gloo's all_gather of the inputs. Every ftcc result must also be bitwise identical
+on all ranks. Non-contiguous inputs, uneven all_to_all splits, every root of the rooted
+operations, coalesced and _base variants, asynchronous work with futures, and bad use (a dtype,
+an op, a shape, a peer) are checked too. Prints one line per check; exits 1 on any failure.
+"""
+import sys
+
+import torch
+import torch.distributed as dist
+
+import ftcc_torch
+
+torch.manual_seed(1234)
+dist.init_process_group("ftcc")
+rank, n = dist.get_rank(), dist.get_world_size()
+gloo = dist.new_group(backend="gloo")
+failures = []
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.uint8]
+
+
+def say(ok, what):
+    if not ok:
+        failures.append(what)
+        print(f"FAIL rank {rank}: {what}", flush=True)
+    elif rank == 0:
+        print(f"ok   {what}", flush=True)
+
+
+def rand(dtype, shape, seed, prod=False, who=None):
+    """Random inputs of rank `who` (default: this rank) for `seed`: any rank can recompute another's."""
+    g = torch.Generator().manual_seed(seed * 1000 + (rank if who is None else who))
+    if dtype.is_floating_point:
+        t = torch.rand(shape, generator=g, dtype=torch.float64)
+        t = 0.5 + 1.5 * t if prod else 2 * t - 1
+        return t.to(dtype)
+    if dtype == torch.uint8:
+        return torch.randint(0, 4 if prod else 256, shape, generator=g, dtype=torch.int64).to(dtype)
+    return torch.randint(-3 if prod else -1000, 4 if prod else 1000, shape, generator=g, dtype=torch.int64).to(dtype)
+
+
+def eps(dtype):
+    return torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
+
+
+def same_everywhere(t):
+    """t's bytes are the same on every rank (checked through gloo)."""
+    flat = t.detach().contiguous().view(torch.uint8).reshape(-1).to(torch.int64)
+    lo, hi = flat.clone(), flat.clone()
+    dist.all_reduce(lo, op=dist.ReduceOp.MIN, group=gloo)
+    dist.all_reduce(hi, op=dist.ReduceOp.MAX, group=gloo)
+    return bool(torch.equal(lo, hi))
+
+
+def close(ours, ref, dtype, op, inputs_abs_sum):
+    if not dtype.is_floating_point or op in ("min", "max", "move"):
+        return bool(torch.equal(ours, ref))
+    a, b = ours.double(), ref.double()
+    if op == "prod":
+        return bool(((a - b).abs() <= 2 * (n - 1) * eps(dtype) * b.abs() + 1e-300).all())
+    return bool(((a - b).abs() <= 2 * (n - 1) * eps(dtype) * inputs_abs_sum + 1e-300).all())
+
+
+def abs_sum(x):
+    s = x.double().abs()
+    dist.all_reduce(s, group=gloo)
+    return s
+
+
+def gloo_or(fn, fallback):
+    try:
+        return fn()
+    except (RuntimeError, ValueError, TypeError):
+        return fallback()
+
+
+def gathered(x):
+    out = [torch.empty_like(x) for _ in range(n)]
+    dist.all_gather(out, x, group=gloo)
+    return out
+
+
+def reference_reduce(x, op):
+    parts = [p.double() if x.dtype.is_floating_point else p.to(torch.int64) for p in gathered(x)]
+    acc = parts[0].clone()
+    for p in parts[1:]:
+        acc = {"sum": torch.add, "prod": torch.mul, "min": torch.minimum, "max": torch.maximum}[op](acc, p)
+    return acc.to(x.dtype)
+
+
+OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
+
+for di, dtype in enumerate(DTYPES):
+    name = str(dtype).replace("torch.", "")
+    # all_reduce: every op, a contiguous and a transposed (non-contiguous) input, sizes 1..4099
+    for oi, (opname, op) in enumerate(OPS.items()):
+        for count in (1, 7, 4099):
+            x = rand(dtype, (count,), di * 100 + oi * 10 + count, prod=opname == "prod")
+            ours, ref = x.clone(), x.clone()
+            dist.all_reduce(ours, op=op)
+            ref = gloo_or(lambda: (dist.all_reduce(ref, op=op, group=gloo), ref)[1], lambda: reference_reduce(x, opname))
+            ok = [close(ours, ref, dtype, opname, abs_sum(x)), same_everywhere(ours)]  # both: gloo in step
+            ok = all(ok)
+            say(ok, f"all_reduce {opname} {name} x{count}")
+        x = rand(dtype, (6, 5), di * 7 + oi, prod=opname == "prod").t()
+        ours = x.clone().t().contiguous().t()  # the same strides as x: non-contiguous
+        assert not ours.is_contiguous()
+        dist.all_reduce(ours, op=op)
+        ref = reference_reduce(x.contiguous(), opname)
+        ok = [close(ours, ref, dtype, opname, abs_sum(x)), same_everywhere(ours)]
+        say(all(ok), f"all_reduce {opname} {name} non-contiguous 5x6")
+    if dtype.is_floating_point:
+        x = rand(dtype, (33,), di + 5)
+        ours, ref = x.clone(), x.clone()
+        dist.all_reduce(ours, op=dist.ReduceOp.AVG)
+        dist.all_reduce(ref, group=gloo)
+        say(close(ours, (ref.double() / n).to(dtype), dtype, "sum", abs_sum(x) / n + eps(dtype)),
+            f"all_reduce avg {name} (gloo sum / n)")
+    # async work and its future
+    x = rand(dtype, (100,), di + 11)
+    ours = x.clone()
+    work = dist.all_reduce(ours, async_op=True)
+    fut = work.get_future()
+    value = fut.wait()
+    ref = reference_reduce(x, "sum")
+    ok = close(value[0], ref, dtype, "sum", abs_sum(x))  # (gloo's collectives on every rank, always)
+    say(work.is_completed() and ok, f"all_reduce async {name}: Work and its future")
+    # broadcast from every root
+    for root in range(n):
+        x = rand(dtype, (257,), di * 31 + root)
+        ours, ref = x.clone(), x.clone()
+        dist.broadcast(ours, src=root)
+        dist.broadcast(ref, src=root, group=gloo)
+        say(torch.equal(ours, ref), f"broadcast {name} root {root}")
+    # reduce to every root (the root's result only)
+    for root in range(n):
+        x = rand(dtype, (65,), di * 17 + root)
+        ours = x.clone()
+        dist.reduce(ours, dst=root)
+        ref, bound = reference_reduce(x, "sum"), abs_sum(x)  # on every rank: gloo's collectives in step
+        if rank == root:
+            say(close(ours, ref, dtype, "sum", bound), f"reduce sum {name} root {root}")
+    # all_gather, all_gather_into_tensor, gather, scatter
+    x = rand(dtype, (3, 4), di + 41)
+    outs = [torch.empty_like(x) for _ in range(n)]
+    dist.all_gather(outs, x)
+    ref = gathered(x)
+    say(all(torch.equal(a, b) for a, b in zip(outs, ref)), f"all_gather {name}")
+    flat = torch.empty((n * 3, 4), dtype=dtype)
+    dist.all_gather_into_tensor(flat, x)
+    say(torch.equal(flat, torch.cat(ref)), f"all_gather_into_tensor {name}")
+    for root in (0, n - 1):
+        outs = [torch.empty_like(x) for _ in range(n)] if rank == root else None
+        dist.gather(x, outs, dst=root)
+        if rank == root:
+            say(all(torch.equal(a, b) for a, b in zip(outs, ref)), f"gather {name} root {root}")
+        parts = [rand(dtype, (5,), di * 13 + p + 100 * root) for p in range(n)]
+        mine = torch.empty(5, dtype=dtype)
+        dist.scatter(mine, parts if rank == root else None, src=root)
+        want = torch.empty(5, dtype=dtype)
+        dist.scatter(want, parts if rank == root else None, src=root, group=gloo)
+        say(torch.equal(mine, want), f"scatter {name} root {root}")
+    # reduce_scatter (list and tensor)
+    for opname in ("sum", "max"):
+        x = rand(dtype, (n * 6,), di * 3 + len(opname))
+        ours = torch.empty(6, dtype=dtype)
+        dist.reduce_scatter(ours, list(x.chunk(n)), op=OPS[opname])
+        full = reference_reduce(x, opname)
+        want = full.chunk(n)[rank]
+        say(close(ours, want, dtype, opname, abs_sum(x).chunk(n)[rank]), f"reduce_scatter {opname} {name}")
+        ours = torch.empty(6, dtype=dtype)
+        dist.reduce_scatter_tensor(ours, x, op=OPS[opname])
+        say(close(ours, want, dtype, opname, abs_sum(x).chunk(n)[rank]), f"reduce_scatter_tensor {opname} {name}")
+    # all_to_all_single: equal parts, then uneven splits (rank r sends (r + p) % 3 rows to p)
+    x = rand(dtype, (n * 2, 3), di + 77)
+    ours, ref = torch.empty_like(x), torch.empty_like(x)
+    dist.all_to_all_single(ours, x)
+    dist.all_to_all_single(ref, x, group=gloo)
+    say(torch.equal(ours, ref), f"all_to_all_single {name}")
+    send = [(rank + p) % 3 for p in range(n)]
+    recv = [(p + rank) % 3 for p in range(n)]
+    x = rand(dtype, (sum(send), 2), di + 78)
+    ours, ref = torch.empty((sum(recv), 2), dtype=dtype), torch.empty((sum(recv), 2), dtype=dtype)
+    dist.all_to_all_single(ours, x, recv, send)
+    dist.all_to_all_single(ref, x, recv, send, group=gloo)
+    say(torch.equal(ours, ref), f"all_to_all_single {name} uneven splits")
+    ins = [rand(dtype, (4,), di * 5 + p) for p in range(n)]
+    outs = [torch.empty(4, dtype=dtype) for _ in range(n)]
+    refs = [torch.empty(4, dtype=dtype) for _ in range(n)]
+    dist.all_to_all(outs, ins)
+    dist.all_to_all(refs, ins, group=gloo)
+    say(all(torch.equal(a, b) for a, b in zip(outs, refs)), f"all_to_all {name}")
+    # uneven blocks (gloo's all_to_all takes equal ones only): rank p sends rank q q+1 elements
+    ins = [rand(dtype, (q + 1,), di * 5 + q) for q in range(n)]
+    outs = [torch.empty(rank + 1, dtype=dtype) for _ in range(n)]
+    dist.all_to_all(outs, ins)
+    want = [rand(dtype, (rank + 1,), di * 5 + rank, who=p) for p in range(n)]
+    say(all(torch.equal(a, b) for a, b in zip(outs, want)), f"all_to_all {name} uneven blocks")
+    # send/recv around the ring (isend first everywhere: no ordering deadlock)
+    if n > 1:
+        x = rand(dtype, (50,), di + 91)
+        got = torch.empty_like(x)
+        s = dist.isend(x, (rank + 1) % n)
+        dist.recv(got, (rank - 1) % n)
+        s.wait()
+        ref = gathered(x)[(rank - 1) % n]
+        say(torch.equal(got, ref), f"send/recv ring {name}")
+
+# coalesced variants (what DDP's and FSDP's code paths call)
+backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+ts = [rand(torch.float32, (k + 1,), 500 + k) for k in range(4)]
+mine = [t.clone() for t in ts]
+backend.allreduce_coalesced(mine).wait()
+say(all(close(a, reference_reduce(t, "sum"), torch.float32, "sum", abs_sum(t)) for a, t in zip(mine, ts)),
+    "allreduce_coalesced float32 (4 tensors, one collective)")
+with dist._coalescing_manager(async_ops=True) as cm:
+    outs = [torch.empty(n * t.numel()) for t in ts]
+    for o, t in zip(outs, ts):
+        dist.all_gather_into_tensor(o, t)
+cm.wait()
+say(all(torch.equal(o, torch.cat(gathered(t))) for o, t in zip(outs, ts)), "all_gather_into_tensor coalesced")
+dist.barrier()
+say(True, "barrier")
+
+# bad use: one clear error each, and the group still works afterwards
+def refuses(fn, kinds, words, what):
+    try:
+        fn()
+    except kinds as e:
+        say(all(w in str(e) for w in words), f"refused: {what}: {str(e).splitlines()[0][:150]}")
+        return
+    say(False, f"not refused: {what}")
+
+
+refuses(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int16)), (TypeError, RuntimeError),
+        ["ftcc", "Short", "not supported", "float32"], "int16 tensors")
+refuses(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int32), op=dist.ReduceOp.BAND), (ValueError, RuntimeError),
+        ["ftcc", "BAND", "SUM"], "ReduceOp.BAND")
+refuses(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int64), op=dist.ReduceOp.AVG), (ValueError, RuntimeError),
+        ["ftcc", "AVG"], "AVG of int64")
+refuses(lambda: dist.all_gather([torch.zeros(2)] * (n + 1), torch.zeros(2)), (ValueError, RuntimeError),
+        ["ftcc", "allgather", "tensors"], "all_gather with a list of n+1 tensors")
+refuses(lambda: dist.all_gather_into_tensor(torch.zeros(n * 2 + 1), torch.zeros(2)), (ValueError, RuntimeError),
+        ["ftcc", "elements"], "all_gather_into_tensor of the wrong size")
+refuses(lambda: dist.send(torch.zeros(2), (rank + 1) % n, tag=1 << 20), (ValueError, RuntimeError), ["ftcc", "tag"],
+        "a send tag past ftcc's range")
+refuses(lambda: dist.recv(torch.zeros(2)), (ValueError, RuntimeError), ["ftcc", "any source"], "recv from any source")
+refuses(lambda: dist.shrink_group([0]) if rank != 0 else dist.shrink_group([n - 1]), (ValueError, RuntimeError),
+        ["ftcc", "no rank of this group failed"], "shrink_group when no rank failed")
+x = torch.full((4,), float(rank + 1))
+dist.all_reduce(x)
+say(torch.equal(x, torch.full((4,), n * (n + 1) / 2)), "the group still works after the refusals")
+if torch.cuda.is_available():
+    x = torch.full((1000,), float(rank + 1), device="cuda")
+    dist.all_reduce(x)
+    say(bool((x.cpu() == n * (n + 1) / 2).all()), "all_reduce of a CUDA tensor (host staging)")
+elif rank == 0:
+    print("skip CUDA tensors: no GPU here (torch cannot make a CUDA tensor)", flush=True)
+
+total = torch.tensor([len(failures)])
+dist.all_reduce(total, group=gloo)
+if rank == 0:
+    print(f"collectives_vs_gloo: {n} ranks: {'all checks passed' if int(total) == 0 else f'{int(total)} FAILED'}",
+          flush=True)
+dist.destroy_process_group()
+sys.exit(1 if int(total) else 0)
