@@ -17,31 +17,35 @@ import sys
 from . import _C
 
 _ended = False
-
-
-def _end(status):
-    global _ended
-    _ended = True
-    if status != 0:
-        _C.exit(status)
+_status = 0  # what the process leaves with, once the job has ended here
 
 
 def finish():
-    """End this rank's part of the job now (what a normal exit does). Returns 0."""
-    if _ended or not _C.started():
-        return 0
-    status = _C.finish()
-    _end(status)
-    return status
+    """End this rank's part of the job now (what a normal exit does). Returns 0, or the status
+    the process must leave with (it leaves with it at exit)."""
+    global _ended, _status
+    if not _ended and _C.started():
+        _ended = True
+        _status = _C.finish()
+    return _status
+
+
+def _at_exit():
+    finish()
+    if _status != 0:
+        _C.exit(_status)  # C's exit: past MPI_Finalize, or the exit guard's failure when it never ran
 
 
 def _excepthook(original):
+    # Stops the job here and returns: the process leaves with the status at exit (_at_exit),
+    # after hooks installed later (torch's own, which prints the traceback with a rank prefix).
     def hook(kind, value, tb):
+        global _ended, _status
         original(kind, value, tb)
         if _ended or not _C.started() or issubclass(kind, KeyboardInterrupt):
             return
-        sys.stderr.flush()
-        _end(_C.fail(f"{kind.__name__}: {value}".splitlines()[0], False) or 4)
+        _ended = True
+        _status = _C.fail(f"{kind.__name__}: {value}".splitlines()[0], False) or 4
 
     return hook
 
@@ -52,4 +56,4 @@ def install():
     hook = _excepthook(sys.excepthook)
     hook._ftcc = True
     sys.excepthook = hook
-    atexit.register(finish)
+    atexit.register(_at_exit)

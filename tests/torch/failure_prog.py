@@ -1,0 +1,67 @@
+"""A DDP training loop written the plain-torch way, for tests/torch/failures.py.
+
+Each step: ftcc_torch.begin_step(step) (so FTCC_FAULTS can fire), forward and backward through
+DistributedDataParallel (the gradient allreduce happens inside backward()), optimizer step. Every
+survivor prints "rank R: caught RankFailure failed_ranks [...] at step S (DistBackendError: True)"
+for each failure it sees, so the test can compare what the survivors saw.
+
+  --steps N            steps to run (default 60)
+  --raise-at R:S       rank R raises RuntimeError at step S (an error in the program)
+  --no-recover         RankFailure is not caught (a program that does not recover)
+  --wrong-shrink       on RankFailure, first call dist.shrink_group with the wrong ranks (printed,
+                       then the right ones)
+"""
+import argparse
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import ftcc_torch
+
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int, default=60)
+p.add_argument("--raise-at")
+p.add_argument("--no-recover", action="store_true")
+p.add_argument("--wrong-shrink", action="store_true")
+args = p.parse_args()
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+dist.init_process_group("ftcc")
+me = dist.get_rank()  # the original rank: for the messages
+model = nn.Sequential(nn.Linear(10, 5), nn.Linear(5, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+ddp = DDP(model)
+raise_rank, raise_step = (int(v) for v in args.raise_at.split(":")) if args.raise_at else (-1, -1)
+step = 0
+while step < args.steps:
+    ftcc_torch.begin_step(step)
+    if me == raise_rank and step == raise_step:
+        raise RuntimeError(f"the program failed on rank {me} at step {step}")
+    try:
+        opt.zero_grad()
+        x = torch.randn(8, 10, generator=torch.Generator().manual_seed(step * 100 + dist.get_rank()))
+        ddp(x).pow(2).mean().backward()
+        opt.step()
+        step += 1
+    except ftcc_torch.RankFailure as e:
+        print(f"rank {me}: caught RankFailure failed_ranks {e.failed_ranks} at step {step} "
+              f"(DistBackendError: {isinstance(e, dist.DistBackendError)})", flush=True)
+        if args.no_recover:
+            raise
+        if args.wrong_shrink:
+            wrong = [r for r in range(dist.get_world_size()) if r not in e.failed_ranks and r != dist.get_rank()][:1]
+            try:
+                dist.shrink_group(wrong)
+            except (ValueError, RuntimeError) as bad:
+                print(f"rank {me}: shrink_group({wrong}) refused: {bad}", flush=True)
+        dist.shrink_group(e.failed_ranks)
+        # A survivor may have applied the step in flight when another did not: go on from the
+        # furthest step, with rank 0's weights (DDP broadcasts them when it is built).
+        s = torch.tensor([step])
+        dist.all_reduce(s, op=dist.ReduceOp.MAX)
+        step = int(s)
+        ddp = DDP(model)
+print(f"rank {me}: done {step} steps on {dist.get_world_size()} ranks", flush=True)
