@@ -2,6 +2,8 @@
 
 #include <ATen/core/jit_type.h>
 
+#include "runtime.hpp"
+
 namespace ftcc::torch_backend {
 namespace {
 
@@ -24,6 +26,11 @@ FtccWork::FtccWork(int rank, c10d::OpType type, const char* profiling_title, std
       sequence_(sequence) {}
 
 c10::intrusive_ptr<c10::ivalue::Future> FtccWork::getFuture() { return future_; }
+
+bool FtccWork::wait(std::chrono::milliseconds timeout) {
+  if (runtime_ && !isCompleted()) runtime_->help(task_);
+  return c10d::Work::wait(timeout);
+}
 
 void FtccWork::complete(std::exception_ptr error) {
   // The Work first, then its future: whoever the future wakes sees isCompleted() true.

@@ -29,12 +29,18 @@ void finish_avg(bool avg, const at::Tensor& host, int size) {
   if (avg) host.div_(size);
 }
 
-// A poll for a point-to-point request with the communicator's deadline.
-Runtime::Poll poll_request(comm::P2PRequest req, double timeout_s, const char* op, int peer) {
+// A poll for a point-to-point request with the communicator's deadline. Like P2PRequest::wait it
+// also checks for a revoked communicator now and then: a send stuck in its rendezvous stays
+// pending after a revoke (comm/transport.hpp, revoked()).
+Runtime::Poll poll_request(comm::Communicator& c, comm::P2PRequest req, const char* op, int peer) {
   auto r = std::make_shared<comm::P2PRequest>(std::move(req));
+  const double timeout_s = c.timeout_s();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  return [r, deadline, timeout_s, op, peer]() -> bool {
+  auto polls = std::make_shared<unsigned>(0);
+  comm::Transport* transport = &c.transport();
+  return [r, deadline, timeout_s, op, peer, polls, transport]() -> bool {
     if (r->test()) return true;
+    if (++*polls % 64 == 0 && transport->revoked()) throw comm::Revoked(op, 0);
     if (std::chrono::steady_clock::now() > deadline) throw comm::Timeout(op, {peer}, timeout_s);
     return false;
   };
@@ -67,8 +73,10 @@ std::vector<std::int64_t> ProcessGroupFtcc::failedRanks() const {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::enqueue(OpType type, const char* name, std::vector<at::Tensor> outputs,
                                                          Body body) {
+  sync_current_streams(outputs);  // (the ops sync their inputs themselves first)
   auto work = c10::make_intrusive<FtccWork>(getRank(), type, name, std::move(outputs), ++sequence_);
-  rt_.submit(generation_, name, std::move(body), [work](std::exception_ptr e) { work->complete(e); });
+  const std::uint64_t id = rt_.submit(generation_, name, std::move(body), [work](std::exception_ptr e) { work->complete(e); });
+  work->set_task(&rt_, id);
   return work;
 }
 
@@ -128,8 +136,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allreduce(std::vector<at::Tenso
   at::Tensor t = tensors[0];
   const comm::ReduceOp op = reduce_op_of(opts.reduceOp, t, "allreduce");
   const bool avg = is_avg(opts.reduceOp);
-  return enqueue(OpType::ALLREDUCE, "ftcc:all_reduce", {t}, [t, op, avg](comm::Communicator& c) -> Runtime::Poll {
+  const double factor = premul_factor(opts.reduceOp);
+  return enqueue(OpType::ALLREDUCE, "ftcc:all_reduce", {t}, [t, op, avg, factor](comm::Communicator& c) -> Runtime::Poll {
     HostBuffer b(t);
+    if (factor != 1.0) b.host.mul_(factor);  // PREMUL_SUM (the input's copy is the output: in place is fine)
     comm::allreduce(c, comm::kInPlace, b.data(), b.count(), dtype_of(t, "allreduce"), op);
     finish_avg(avg, b.host, c.size());
     b.copy_back();
@@ -146,6 +156,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allreduce_coalesced(std::vector
                       tensors[0].scalar_type(), " and ", t.scalar_type(), " in one call; coalesce one dtype at a time");
   }
   const comm::ReduceOp op = reduce_op_of(opts.reduceOp, tensors[0], "allreduce_coalesced");
+  TORCH_CHECK_VALUE(opts.reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM,
+                    "ftcc: allreduce_coalesced: PREMUL_SUM is supported by all_reduce and reduce_scatter only");
   const bool avg = is_avg(opts.reduceOp);
   std::vector<at::Tensor> ts = tensors;
   return enqueue(OpType::ALLREDUCE_COALESCED, "ftcc:all_reduce_coalesced", ts,
@@ -171,6 +183,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::reduce(std::vector<at::Tensor>&
   check_root(static_cast<int>(opts.rootRank), "reduce");
   at::Tensor t = tensors[0];
   const comm::ReduceOp op = reduce_op_of(opts.reduceOp, t, "reduce");
+  TORCH_CHECK_VALUE(opts.reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM,
+                    "ftcc: reduce: PREMUL_SUM is supported by all_reduce and reduce_scatter only");
   const bool avg = is_avg(opts.reduceOp);
   const int root = static_cast<int>(opts.rootRank);
   return enqueue(OpType::REDUCE, "ftcc:reduce", {t}, [t, op, avg, root](comm::Communicator& c) -> Runtime::Poll {
@@ -196,6 +210,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allgather(std::vector<std::vect
   at::Tensor in = inputs[0];
   check_same(outputs[0], in, "allgather", "output");
   std::vector<at::Tensor> outs = outputs[0];
+  sync_current_streams({in});
   return enqueue(OpType::ALLGATHER, "ftcc:all_gather", outs, [in, outs](comm::Communicator& c) -> Runtime::Poll {
     HostBuffer b(in);
     at::Tensor all = at::empty({c.size() * in.numel()}, in.options().device(at::kCPU));
@@ -214,6 +229,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::_allgather_base(at::Tensor& out
   TORCH_CHECK_VALUE(output.numel() == input.numel() * getSize(), "ftcc: all_gather_into_tensor: output has ",
                     output.numel(), " elements; expected ", getSize(), " x ", input.numel());
   at::Tensor in = input, out = output;
+  sync_current_streams({in});
   return enqueue(OpType::_ALLGATHER_BASE, "ftcc:all_gather_into_tensor", {out},
                  [in, out](comm::Communicator& c) -> Runtime::Poll {
                    HostBuffer i(in), o(out, false);
@@ -226,18 +242,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::_allgather_base(at::Tensor& out
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                      std::vector<at::Tensor>& inputs,
                                                                      const c10d::AllgatherOptions&) {
-  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "ftcc: allgather_coalesced: ", inputs.size(), " inputs but ",
-                    outputs.size(), " output lists");
+  // torch's layout (as gloo's): outputs[r][k] receives rank r's inputs[k].
+  TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == getSize(), "ftcc: allgather_coalesced: ", outputs.size(),
+                    " output lists; expected one per rank (", getSize(), ")");
   std::vector<at::Tensor> all_outs;
-  for (std::size_t k = 0; k < inputs.size(); ++k) {
-    check_tensor(inputs[k], "allgather_coalesced");
-    TORCH_CHECK_VALUE(static_cast<int>(outputs[k].size()) == getSize(), "ftcc: allgather_coalesced: output list ", k,
-                      " has ", outputs[k].size(), " tensors; expected ", getSize());
-    check_same(outputs[k], inputs[k], "allgather_coalesced", "output");
-    all_outs.insert(all_outs.end(), outputs[k].begin(), outputs[k].end());
+  for (int r = 0; r < getSize(); ++r) {
+    TORCH_CHECK_VALUE(outputs[r].size() == inputs.size(), "ftcc: allgather_coalesced: output list ", r, " has ",
+                      outputs[r].size(), " tensors; expected one per input (", inputs.size(), ")");
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      check_tensor(inputs[k], "allgather_coalesced");
+      check_same({outputs[r][k]}, inputs[k], "allgather_coalesced", "output");
+    }
+    all_outs.insert(all_outs.end(), outputs[r].begin(), outputs[r].end());
   }
   auto outs = outputs;
   auto ins = inputs;
+  sync_current_streams(ins);
   return enqueue(OpType::ALLGATHER_COALESCED, "ftcc:all_gather_coalesced", all_outs,
                  [ins, outs](comm::Communicator& c) -> Runtime::Poll {
                    for (std::size_t k = 0; k < ins.size(); ++k) {
@@ -245,7 +265,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allgather_coalesced(std::vector
                      at::Tensor all = at::empty({c.size() * ins[k].numel()}, ins[k].options().device(at::kCPU));
                      comm::allgather(c, b.data(), all.data_ptr(), b.count(), dtype_of(ins[k], "allgather_coalesced"));
                      for (int r = 0; r < c.size(); ++r)
-                       outs[k][r].copy_(all.narrow(0, r * ins[k].numel(), ins[k].numel()).view(outs[k][r].sizes()));
+                       outs[r][k].copy_(all.narrow(0, r * ins[k].numel(), ins[k].numel()).view(outs[r][k].sizes()));
                    }
                    return nullptr;
                  });
@@ -266,6 +286,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allgather_into_tensor_coalesced
   }
   auto outs = outputs;
   auto ins = inputs;
+  sync_current_streams(ins);
   return enqueue(OpType::COALESCED, "ftcc:all_gather_into_tensor_coalesced", outs,
                  [ins, outs](comm::Communicator& c) -> Runtime::Poll {
                    for (std::size_t k = 0; k < ins.size(); ++k) {
@@ -293,6 +314,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::gather(std::vector<std::vector<
     TORCH_CHECK_VALUE(outputs.empty() || outputs[0].empty(), "ftcc: gather: only the root (rank ", root,
                       ") takes output tensors");
   }
+  sync_current_streams({in});
   return enqueue(OpType::GATHER, "ftcc:gather", outs, [in, outs, root](comm::Communicator& c) -> Runtime::Poll {
     HostBuffer b(in);
     if (c.rank() != root) {
@@ -302,6 +324,33 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::gather(std::vector<std::vector<
     at::Tensor all = at::empty({c.size() * in.numel()}, in.options().device(at::kCPU));
     comm::gather(c, b.data(), all.data_ptr(), b.count(), dtype_of(in, "gather"), root);
     for (int r = 0; r < c.size(); ++r) outs[r].copy_(all.narrow(0, r * in.numel(), in.numel()).view(outs[r].sizes()));
+    return nullptr;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::gather_into_tensor(at::Tensor& output, at::Tensor& input,
+                                                                    const c10d::GatherOptions& opts) {
+  check_tensor(input, "gather_into_tensor");
+  const int root = static_cast<int>(opts.rootRank);
+  check_root(root, "gather_into_tensor");
+  if (getRank() == root) {
+    check_tensor(output, "gather_into_tensor");
+    TORCH_CHECK_VALUE(output.scalar_type() == input.scalar_type() && output.numel() == input.numel() * getSize(),
+                      "ftcc: gather_into_tensor: the root's output must be ", getSize(), " x the input, of its dtype");
+  }
+  at::Tensor in = input, out = output;
+  sync_current_streams({in});
+  std::vector<at::Tensor> outs;
+  if (getRank() == root) outs.push_back(out);
+  return enqueue(OpType::GATHER, "ftcc:gather_into_tensor", outs, [in, out, root](comm::Communicator& c) -> Runtime::Poll {
+    HostBuffer i(in);
+    if (c.rank() != root) {
+      comm::gather(c, i.data(), nullptr, i.count(), dtype_of(in, "gather_into_tensor"), root);
+      return nullptr;
+    }
+    HostBuffer o(out, false);
+    comm::gather(c, i.data(), o.data(), i.count(), dtype_of(in, "gather_into_tensor"), root);
+    o.copy_back();
     return nullptr;
   });
 }
@@ -323,6 +372,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::scatter(std::vector<at::Tensor>
     TORCH_CHECK_VALUE(inputs.empty() || inputs[0].empty(), "ftcc: scatter: only the root (rank ", root,
                       ") takes input tensors");
   }
+  sync_current_streams(ins);
   return enqueue(OpType::SCATTER, "ftcc:scatter", {out}, [ins, out, root](comm::Communicator& c) -> Runtime::Poll {
     HostBuffer o(out, false);
     at::Tensor all;
@@ -348,11 +398,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::reduce_scatter(std::vector<at::
   const comm::ReduceOp op = reduce_op_of(opts.reduceOp, out, "reduce_scatter");
   const bool avg = is_avg(opts.reduceOp);
   std::vector<at::Tensor> ins = inputs[0];
+  sync_current_streams(ins);
   return enqueue(OpType::REDUCE_SCATTER, "ftcc:reduce_scatter", {out},
-                 [ins, out, op, avg](comm::Communicator& c) -> Runtime::Poll {
+                 [ins, out, op, avg, factor = premul_factor(opts.reduceOp)](comm::Communicator& c) -> Runtime::Poll {
                    std::vector<at::Tensor> flat;
                    for (const auto& t : ins) flat.push_back(t.reshape({-1}).to(at::kCPU));
                    at::Tensor all = at::cat(flat);
+                   if (factor != 1.0) all.mul_(factor);
                    HostBuffer o(out, false);
                    comm::reduce_scatter(c, all.data_ptr(), o.data(), o.count(), dtype_of(out, "reduce_scatter"), op);
                    finish_avg(avg, o.host, c.size());
@@ -372,10 +424,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::_reduce_scatter_base(at::Tensor
   const comm::ReduceOp op = reduce_op_of(opts.reduceOp, output, "reduce_scatter_tensor");
   const bool avg = is_avg(opts.reduceOp);
   at::Tensor in = input, out = output;
+  sync_current_streams({in});
   return enqueue(OpType::_REDUCE_SCATTER_BASE, "ftcc:reduce_scatter_tensor", {out},
-                 [in, out, op, avg](comm::Communicator& c) -> Runtime::Poll {
+                 [in, out, op, avg, factor = premul_factor(opts.reduceOp)](comm::Communicator& c) -> Runtime::Poll {
                    HostBuffer i(in), o(out, false);
-                   comm::reduce_scatter(c, i.data(), o.data(), o.count(), dtype_of(out, "reduce_scatter_tensor"), op);
+                   at::Tensor src = factor != 1.0 ? i.host.mul(factor) : i.host;  // the caller's input stays as it was
+                   comm::reduce_scatter(c, src.data_ptr(), o.data(), o.count(), dtype_of(out, "reduce_scatter_tensor"), op);
                    finish_avg(avg, o.host, c.size());
                    o.copy_back();
                    return nullptr;
@@ -399,11 +453,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::reduce_scatter_tensor_coalesced
   const bool avg = is_avg(opts.reduceOp);
   auto outs = outputs;
   auto ins = inputs;
+  sync_current_streams(ins);
   return enqueue(OpType::COALESCED, "ftcc:reduce_scatter_tensor_coalesced", outs,
-                 [ins, outs, op, avg](comm::Communicator& c) -> Runtime::Poll {
+                 [ins, outs, op, avg, factor = premul_factor(opts.reduceOp)](comm::Communicator& c) -> Runtime::Poll {
                    for (std::size_t k = 0; k < ins.size(); ++k) {
                      HostBuffer i(ins[k]), o(outs[k], false);
-                     comm::reduce_scatter(c, i.data(), o.data(), o.count(), dtype_of(outs[k], "reduce_scatter"), op);
+                     at::Tensor src = factor != 1.0 ? i.host.mul(factor) : i.host;
+                     comm::reduce_scatter(c, src.data_ptr(), o.data(), o.count(), dtype_of(outs[k], "reduce_scatter"), op);
                      finish_avg(avg, o.host, c.size());
                      o.copy_back();
                    }
@@ -448,6 +504,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::alltoall_base(at::Tensor& outpu
   auto [sc, sd] = counts(input, input_splits, "input");
   auto [rc, rd] = counts(output, output_splits, "output");
   at::Tensor in = input, out = output;
+  sync_current_streams({in});
   return enqueue(OpType::ALLTOALL_BASE, "ftcc:all_to_all_single", {out},
                  [in, out, sc = sc, sd = sd, rc = rc, rd = rd](comm::Communicator& c) -> Runtime::Poll {
                    HostBuffer i(in), o(out, false);
@@ -474,6 +531,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::alltoall(std::vector<at::Tensor
   }
   auto ins = inputs;
   auto outs = outputs;
+  sync_current_streams(ins);
   return enqueue(OpType::ALLTOALL, "ftcc:all_to_all", outs, [ins, outs, n](comm::Communicator& c) -> Runtime::Poll {
     std::vector<at::Tensor> flat;
     std::vector<std::size_t> sc(n), sd(n), rc(n), rd(n);
@@ -509,7 +567,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::send(std::vector<at::Tensor>& t
   return enqueue(OpType::SEND, "ftcc:send", {t}, [t, dst, tag](comm::Communicator& c) -> Runtime::Poll {
     auto b = std::make_shared<HostBuffer>(t);
     auto req = c.isend(b->data(), b->count(), dtype_of(t, "send"), dst, tag);
-    auto poll = poll_request(std::move(req), c.timeout_s(), "send", dst);
+    auto poll = poll_request(c, std::move(req), "send", dst);
     return [b, poll] { return poll(); };  // b keeps the staged copy alive until the send completes
   });
 }
@@ -521,7 +579,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::recv(std::vector<at::Tensor>& t
   return enqueue(OpType::RECV, "ftcc:recv", {t}, [t, src, tag](comm::Communicator& c) -> Runtime::Poll {
     auto b = std::make_shared<HostBuffer>(t, false);
     auto req = c.irecv(b->data(), b->count(), dtype_of(t, "recv"), src, tag);
-    auto poll = poll_request(std::move(req), c.timeout_s(), "recv", src);
+    auto poll = poll_request(c, std::move(req), "recv", src);
     return [b, poll] {
       if (!poll()) return false;
       b->copy_back();

@@ -69,6 +69,12 @@ class ProcessGroupFtcc : public c10d::Backend {
   }
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather_into_tensor(at::Tensor& output, at::Tensor& input,
+                                                    const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather_single(at::Tensor& output, at::Tensor& input,
+                                               const c10d::GatherOptions& opts) override {
+    return gather_into_tensor(output, input, opts);
+  }
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,

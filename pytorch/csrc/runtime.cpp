@@ -85,9 +85,17 @@ Runtime::Runtime(double timeout_s) : timeout_s_(timeout_s) {
     try {
       int initialized = 0;
       MPI_Initialized(&initialized);
+      int provided = 0;
       if (!initialized) {
-        int provided = 0;
         MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+      } else {
+        MPI_Query_thread(&provided);
+      }
+      if (provided < MPI_THREAD_MULTIPLE) {
+        throw ftcc::Error("the ftcc backend needs MPI_THREAD_MULTIPLE (operations run on the thread that waits for "
+                          "them or on the backend's worker); this MPI gives level " + std::to_string(provided) +
+                          (initialized ? " (the program called MPI_Init itself: use MPI_Init_thread with "
+                                         "MPI_THREAD_MULTIPLE)" : ""));
       }
       if (!comm::has_ulfm()) {
         MPI_Finalize();
@@ -106,6 +114,7 @@ Runtime::Runtime(double timeout_s) : timeout_s_(timeout_s) {
       ready.set_exception(std::current_exception());
       return;
     }
+    t_running = true;  // this thread runs tasks: waiting for one from here would wait for itself
     loop();
   });
   try {
@@ -136,19 +145,16 @@ std::optional<Failure> Runtime::failure(int generation) const {
   return std::nullopt;
 }
 
-void Runtime::submit(int generation, const char* op, Run run, Done done) {
+std::uint64_t Runtime::submit(int generation, const char* op, Run run, Done done) {
+  std::uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     FTCC_CHECK(!stop_) << op << ": the ftcc backend has shut down (the program is ending)";
-    queue_.push_back(Task{generation, op, std::move(run), std::move(done)});
-    ++busy_;
+    id = ++next_id_;
+    queue_.push_back(Task{generation, op, std::move(run), std::move(done), nullptr, id, std::chrono::steady_clock::now()});
   }
   cv_.notify_one();
-}
-
-void Runtime::drain() {
-  std::unique_lock<std::mutex> lock(mu_);
-  idle_cv_.wait(lock, [&] { return busy_ == 0; });
+  return id;
 }
 
 void Runtime::loop() {
@@ -156,29 +162,73 @@ void Runtime::loop() {
     Task t;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (in_flight_.empty()) {
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      } else if (queue_.empty()) {
-        // Point-to-point in flight: poll it about every 20 us, still picking up new work.
-        cv_.wait_for(lock, std::chrono::microseconds(20), [&] { return stop_ || !queue_.empty(); });
+      for (;;) {
+        if (stop_ && queue_.empty() && in_flight_.empty() && !running_) return;
+        if (running_) {  // a caller is running a task inline (help()): wait for it
+          cv_.wait(lock);
+          continue;
+        }
+        if (!queue_.empty()) {
+          // A task submitted moments ago is left to its caller for kInlineGrace: a caller that
+          // waits for it runs it on its own thread (help()), saving two thread switches.
+          const auto age = std::chrono::steady_clock::now() - queue_.front().submitted;
+          if (age < kInlineGrace) {
+            cv_.wait_for(lock, kInlineGrace - age);
+            continue;
+          }
+          t = std::move(queue_.front());
+          queue_.pop_front();
+          break;
+        }
+        if (!in_flight_.empty()) break;  // point-to-point to poll (about every 20 us)
+        cv_.wait(lock);
       }
-      if (stop_ && queue_.empty() && in_flight_.empty()) return;
-      if (!queue_.empty()) {
-        t = std::move(queue_.front());
-        queue_.pop_front();
-      }
+      running_ = true;
     }
     if (t.run || t.control) execute(t);
     poll_in_flight();
+    const bool polling = !in_flight_.empty();
+    std::unique_lock<std::mutex> lock(mu_);
+    running_ = false;
+    // Point-to-point still in flight: poll again in about 20 us, or as soon as work comes.
+    if (polling && queue_.empty()) cv_.wait_for(lock, std::chrono::microseconds(20), [&] { return stop_ || !queue_.empty(); });
   }
 }
 
+void Runtime::help(std::uint64_t id) {
+  FTCC_CHECK(!t_running) << "an ftcc operation was waited for from inside another one (a future's callback "
+                            "that waits for a collective): chain it with .then() instead of waiting";
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    const bool queued = std::any_of(queue_.begin(), queue_.end(), [&](const Task& t) { return t.id == id; });
+    // Done, running elsewhere, or behind a control task (those stay on the worker, where MPI
+    // was initialized): the caller waits on its Work.
+    if (!queued || running_ || queue_.front().control) return;
+    Task t = std::move(queue_.front());  // the tasks before it first: the order is the group's
+    queue_.pop_front();
+    running_ = true;
+    lock.unlock();
+    {
+      struct Release {  // running_ goes back to false however execute() ends
+        Runtime* rt;
+        ~Release() {
+          t_running = false;
+          std::lock_guard<std::mutex> l(rt->mu_);
+          rt->running_ = false;
+          rt->cv_.notify_all();
+        }
+      } release{this};
+      t_running = true;
+      execute(t);
+    }
+    lock.lock();
+  }
+}
+
+thread_local bool Runtime::t_running = false;
+
 void Runtime::execute(Task& t) {
-  auto finished = [this](const Done& done, std::exception_ptr e) {
-    done(e);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--busy_ == 0) idle_cv_.notify_all();
-  };
+  auto finished = [](const Done& done, std::exception_ptr e) { done(e); };
   if (t.control) {  // run_on_worker
     t.control();
     finished(t.done, nullptr);
@@ -216,6 +266,7 @@ void Runtime::execute(Task& t) {
 }
 
 void Runtime::poll_in_flight() {
+  if (ended_) return;  // abandoned when the job ended (abandon_in_flight)
   for (std::size_t i = 0; i < in_flight_.size();) {
     InFlight& f = in_flight_[i];
     std::exception_ptr error;
@@ -243,8 +294,15 @@ void Runtime::poll_in_flight() {
     Done d = std::move(f.done);
     in_flight_.erase(in_flight_.begin() + static_cast<std::ptrdiff_t>(i));
     d(error);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--busy_ == 0) idle_cv_.notify_all();
+  }
+}
+
+void Runtime::abandon_in_flight(const std::string& why) {
+  std::vector<InFlight> held;
+  held.swap(in_flight_);
+  for (auto& h : held) h.poll = nullptr;  // the requests go before the communicator does
+  for (auto& h : held) {
+    h.done(std::make_exception_ptr(ftcc::Error(std::string(h.op) + ": " + why)));
   }
 }
 
@@ -263,8 +321,6 @@ void Runtime::fail_in_flight(int generation) {
   const auto f = failure(generation);
   for (auto& d : orphans) {
     d(f ? error_for(*f) : std::make_exception_ptr(ftcc::Error("operation abandoned")));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--busy_ == 0) idle_cv_.notify_all();
   }
 }
 
@@ -313,8 +369,6 @@ void Runtime::on_fault(int generation, const char* op, const std::string& cause)
   const auto f = failure(generation);
   for (auto& h : held) {
     h.done(error_for(*f));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--busy_ == 0) idle_cv_.notify_all();
   }
 }
 
@@ -335,11 +389,12 @@ std::exception_ptr Runtime::error_for(const Failure& f) { return make_failure_er
 
 template <class F>
 void Runtime::run_on_worker(F&& f) {
+  FTCC_CHECK(!t_running) << "ftcc_torch: begin_step/finish called from inside an ftcc operation's callback";
   std::promise<void> done;
   auto result = done.get_future();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Task t{-1, "control", nullptr, [](std::exception_ptr) {}, nullptr};
+    Task t{-1, "control", nullptr, [](std::exception_ptr) {}, nullptr, ++next_id_, {}};
     t.control = [&] {
       try {
         f();
@@ -349,7 +404,6 @@ void Runtime::run_on_worker(F&& f) {
       }
     };
     queue_.push_back(std::move(t));
-    ++busy_;
   }
   cv_.notify_one();
   result.get();
@@ -394,6 +448,7 @@ int Runtime::finish() {
       status = static_cast<int>(recovery::ExitStatus::internal);
       return;
     }
+    abandon_in_flight("the job ended before this point-to-point operation completed");
     group_.reset();
     MPI_Finalize();
   });
@@ -435,6 +490,7 @@ int Runtime::fail(const std::string& message, bool config_error) {
       status = static_cast<int>(recovery::ExitStatus::internal);
       return;
     }
+    abandon_in_flight("the job ended before this point-to-point operation completed");
     group_.reset();
     MPI_Finalize();
   });

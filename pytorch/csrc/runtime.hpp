@@ -15,6 +15,7 @@
 // lost, superseded, a deadline) make every later operation fail with that error (fatal).
 //
 // Thread safety: every public member may be called from any thread. submit() never blocks on MPI.
+// One thread at a time runs tasks (running_): the worker, or a caller inside help().
 // Deadlines: collectives use the communicator's timeout (FTCC_COMM_TIMEOUT_S, else the torch
 // timeout); point-to-point waits the same; recover() has the ULFM deadlines of recovery/.
 #pragma once
@@ -79,11 +80,16 @@ class Runtime {
   // The failure that ended `generation`, if it ended.
   std::optional<Failure> failure(int generation) const;
 
-  // Runs `run` on the worker on generation `generation`'s communicator, then `done`. If that
-  // generation has ended by then, `done` gets its failure without `run` being called.
-  void submit(int generation, const char* op, Run run, Done done);
-  // Blocks until the operations submitted so far have completed (no deadline beyond theirs).
-  void drain();
+  // Runs `run` on generation `generation`'s communicator, then `done`, in submission order, on
+  // the worker thread, or on the thread that waits for it (help()). If that generation has ended
+  // by then, `done` gets its failure without `run` being called. Returns the task's id.
+  std::uint64_t submit(int generation, const char* op, Run run, Done done);
+  // The caller is about to wait for task `id`: if it is still queued and no thread is running a
+  // task, run the queue up to it on this thread (the order stays the submission order). A
+  // synchronous collective then costs no thread switch; an asynchronous one (DDP's buckets) is
+  // still started by the worker after kInlineGrace if nobody waits for it sooner.
+  void help(std::uint64_t id);
+  static constexpr std::chrono::microseconds kInlineGrace{100};
 
   // The start of training step `step`: fault injection (FTCC_FAULTS) and the watchdog's mark.
   void begin_step(std::int64_t step);
@@ -111,6 +117,8 @@ class Runtime {
     Run run;
     Done done;
     std::function<void()> control;  // run_on_worker's tasks: no generation, no communicator
+    std::uint64_t id = 0;
+    std::chrono::steady_clock::time_point submitted;
   };
   struct InFlight {
     int generation;
@@ -125,6 +133,8 @@ class Runtime {
   void on_fault(int generation, const char* op, const std::string& cause);
   void on_fatal(int generation, const std::string& message, std::optional<recovery::ExitStatus> status);
   void fail_in_flight(int generation);
+  void abandon_in_flight(const std::string& why);  // the job ended: answer them, drop the requests
+  static thread_local bool t_running;  // this thread is running tasks (the worker, or inside help())
   template <class F>
   void run_on_worker(F&& f);  // runs f on the worker and waits for it (start-up, finish, fail)
 
@@ -132,16 +142,17 @@ class Runtime {
   std::unique_ptr<recovery::ResilientGroup> group_;
   std::thread worker_;
   mutable std::mutex mu_;
-  std::condition_variable cv_, idle_cv_;
+  std::condition_variable cv_;
   std::deque<Task> queue_;
-  std::vector<InFlight> in_flight_;  // worker only
+  std::vector<InFlight> in_flight_;  // only the thread that holds running_
+  bool running_ = false;             // a thread (the worker or a helping caller) is running tasks
+  std::uint64_t next_id_ = 0;
   std::vector<GenerationInfo> generations_;
   std::map<int, Failure> failures_;
   std::int64_t ops_ = 0;             // operations run (the "step" recover() reports without begin_step)
   std::int64_t step_ = -1;           // the last begin_step()
-  std::size_t busy_ = 0;             // tasks submitted and not yet done
   bool stop_ = false;
-  bool ended_ = false;               // finish() or fail() ran (worker only)
+  bool ended_ = false;               // finish() or fail() ran (the running thread only)
 };
 
 }  // namespace ftcc::torch_backend

@@ -1,5 +1,6 @@
 #include "tensor_buffers.hpp"
 
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
 namespace ftcc::torch_backend {
@@ -31,10 +32,35 @@ comm::ReduceOp reduce_op_of(const c10d::ReduceOp& op, const at::Tensor& t, const
       TORCH_CHECK_VALUE(at::isFloatingType(t.scalar_type()), "ftcc: ", op_name, ": ReduceOp.AVG of ", t.scalar_type(),
                         " tensors is not defined; use SUM and divide, or a floating-point tensor");
       return comm::ReduceOp::sum;
+    case c10d::ReduceOp::PREMUL_SUM:
+      TORCH_CHECK_VALUE(at::isFloatingType(t.scalar_type()), "ftcc: ", op_name, ": PREMUL_SUM of ", t.scalar_type(),
+                        " tensors is not defined; use a floating-point tensor");
+      premul_factor(op);  // checks the factor
+      return comm::ReduceOp::sum;
     default: break;
   }
-  TORCH_CHECK_VALUE(false, "ftcc: ", op_name, ": reduction ", op.op_ == c10d::ReduceOp::PREMUL_SUM ? "PREMUL_SUM" : "BAND/BOR/BXOR",
-                    " is not supported; ftcc reduces with SUM, AVG, PRODUCT, MIN and MAX");
+  TORCH_CHECK_VALUE(false, "ftcc: ", op_name, ": reduction BAND/BOR/BXOR is not supported; ftcc reduces with SUM, AVG, "
+                    "PRODUCT, MIN, MAX and PREMUL_SUM");
+}
+
+double premul_factor(const c10d::ReduceOp& op) {
+  if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return 1.0;
+  const auto* s = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK_VALUE(s != nullptr, "ftcc: PREMUL_SUM without its factor");
+  if (s->tensor_factor.defined()) {
+    TORCH_CHECK_VALUE(s->tensor_factor.numel() == 1, "ftcc: PREMUL_SUM with a factor of ", s->tensor_factor.numel(),
+                      " elements; ftcc takes one scalar");
+    return s->tensor_factor.item<double>();
+  }
+  return s->double_factor;
+}
+
+void sync_current_streams(const std::vector<at::Tensor>& ts) {
+  for (const auto& t : ts)
+    if (t.defined() && t.device().is_cuda()) {
+      c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
+      impl.getStream(t.device()).synchronize();
+    }
 }
 
 void check_tensor(const at::Tensor& t, const char* op) {
@@ -72,7 +98,9 @@ HostBuffer::HostBuffer(const at::Tensor& t, bool copy_in) : user(t) {
 }
 
 void HostBuffer::copy_back() const {
-  if (!host.is_same(user)) user.copy_(host);
+  if (host.is_same(user)) return;
+  user.copy_(host);
+  sync_current_streams({user});
 }
 
 }  // namespace ftcc::torch_backend

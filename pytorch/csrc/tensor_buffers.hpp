@@ -18,10 +18,17 @@ namespace ftcc::torch_backend {
 
 // The DType of t, or a c10::Error naming the op, the dtype and the ones supported.
 comm::DType dtype_of(const at::Tensor& t, const char* op);
-// comm's operator for op; AVG is SUM followed by a division (floating types only); the others
-// (bitwise, PREMUL_SUM) are refused with one line.
+// comm's operator for op; AVG is SUM followed by a division and PREMUL_SUM a multiplication
+// followed by SUM (floating types only); the bitwise ones are refused with one line.
 comm::ReduceOp reduce_op_of(const c10d::ReduceOp& op, const at::Tensor& t, const char* op_name);
 bool is_avg(const c10d::ReduceOp& op);
+// PREMUL_SUM's factor (each input is multiplied by it, then summed), or 1 for the other ops.
+double premul_factor(const c10d::ReduceOp& op);
+
+// CUDA tensors: the caller's current streams are synchronized before an operation is queued (the
+// worker then reads inputs the caller's kernels finished writing), and copy_back() synchronizes
+// the worker's stream after it copies a result in (the operation completes with the data in place).
+void sync_current_streams(const std::vector<at::Tensor>& ts);
 
 // Checks the tensors a call is handed: one tensor (no per-device lists), a supported dtype, a
 // CPU or CUDA device.

@@ -6,8 +6,8 @@
 run() owns the loop over epochs and steps. Each step takes the next global batch of the epoch's
 permutation (ExactlyOnceSampler), this rank's share of it, calls step_fn for the loss, runs
 backward (through DistributedDataParallel, or the exact-sum reduction with deterministic=True),
-applies the optimizer, and counts the samples it applied (an allreduce of their count, sum and
-sum of squares of their indices, checked at each epoch's end). On RankFailure it:
+applies the optimizer, and counts the samples it applied (an int64 allreduce of their count, sum
+and sum of squares of their indices, checked exactly at each epoch's end). On RankFailure it:
   1. continues on dist.shrink_group(e.failed_ranks) (the survivors' group, now the default one);
   2. takes the training state from the most advanced survivor (a survivor may have applied the
      step in flight when another did not): model, optimizer, epoch, cursor and counts, with one
@@ -70,7 +70,12 @@ class ElasticTrainer:
         self.epoch = 0
         self.cursor = 0          # samples of this epoch applied
         self.step = 0            # steps applied, over all epochs
-        self.counts = torch.zeros(4, dtype=torch.float64)  # this epoch: samples, sum idx, sum idx^2, loss sum
+        # This epoch's applied samples: count, sum of indices, sum of squared indices (exact int64
+        # up to about 2 million samples), and the loss sum.
+        if len(features) > 2_000_000:
+            raise ValueError(f"ElasticTrainer: {len(features)} samples; the exactly-once counts are exact up to 2,000,000")
+        self.counts = torch.zeros(3, dtype=torch.int64)
+        self.loss_sum = 0.0
         self.epochs_checked = []
         self.recoveries = []
         self.losses = []
@@ -81,12 +86,17 @@ class ElasticTrainer:
     def run(self, step_fn):
         """Trains to the end; returns the summary (also written to summary_path on rank 0)."""
         from . import begin_step
-        while self.epoch < self.epochs:
+        while True:
             try:
-                while self.cursor < self.sampler.n:
-                    begin_step(self.step)
-                    self._train_step(step_fn)
-                self._end_epoch()
+                while self.epoch < self.epochs:
+                    while self.cursor < self.sampler.n:
+                        begin_step(self.step)
+                        self._train_step(step_fn)
+                    self._end_epoch()
+                # A rank whose last step completed must not leave while another's failed: they
+                # meet here, and a failure seen here is recovered like any other.
+                dist.barrier()
+                break
             except RankFailure as e:
                 self._recover(e)
         return self._summary()
@@ -100,16 +110,17 @@ class ElasticTrainer:
             loss_sum = self._exact_step(step_fn, batch, rank, ranks)
         else:
             loss_sum = self._ddp_step(step_fn, mine, len(batch), ranks)
-        idx = mine.to(torch.float64)
-        counts = torch.stack([torch.tensor(float(len(mine)), dtype=torch.float64), idx.sum(), (idx * idx).sum(),
-                              torch.tensor(loss_sum, dtype=torch.float64)])
+        idx = mine.to(torch.int64)
+        counts = torch.stack([torch.tensor(len(mine), dtype=torch.int64), idx.sum(), (idx * idx).sum()])
+        loss = torch.tensor([loss_sum], dtype=torch.float64)
         dist.all_reduce(counts)
+        dist.all_reduce(loss)
         self.optimizer.step()
         # Applied: the step's samples are consumed.
         self.counts += counts
         self.cursor += len(batch)
         self.step += 1
-        self.losses.append(float(counts[3]) / len(batch))
+        self.losses.append(float(loss) / len(batch))
         if self._recovered_at is not None:
             self.recoveries[-1]["next_step_ms"] = (time.perf_counter() - self._recovered_at) * 1e3
             self._recovered_at = None
@@ -161,13 +172,13 @@ class ElasticTrainer:
 
     def _end_epoch(self):
         n = self.sampler.n
-        count, s1, s2 = (float(v) for v in self.counts[:3])
-        want = (float(n), n * (n - 1) / 2, (n - 1) * n * (2 * n - 1) / 6)
+        count, s1, s2 = (int(v) for v in self.counts)
+        want = (n, n * (n - 1) // 2, (n - 1) * n * (2 * n - 1) // 6)
         ok = (count, s1, s2) == want
         self.epochs_checked.append({"epoch": self.epoch, "samples": int(count), "each_once": ok})
         if not ok:
             raise RuntimeError(f"exactly-once check failed in epoch {self.epoch}: {int(count)} samples applied of {n}, "
-                               f"index sum {s1:.0f} (want {want[1]:.0f}), sum of squares {s2:.0f} (want {want[2]:.0f})")
+                               f"index sum {s1} (want {want[1]}), sum of squares {s2} (want {want[2]})")
         self.epoch += 1
         self.cursor = 0
         self.counts.zero_()

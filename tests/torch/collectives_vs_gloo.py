@@ -13,10 +13,11 @@ and data movement exactly; float sums within 2(n-1) eps sum|x| and products with
 divided by n (gloo has no AVG). Where gloo lacks an operation for a dtype, the reference is
 computed from gloo's all_gather of the inputs. Every ftcc result must also be bitwise identical
 on all ranks. Non-contiguous inputs, uneven all_to_all splits, every root of the rooted
-operations, coalesced and _base variants, asynchronous work with futures, and bad use (a dtype,
-an op, a shape, a peer) are checked too. Prints one line per check; exits 1 on any failure.
+operations, coalesced and _base variants, PREMUL_SUM (FSDP's gradient divide), asynchronous work
+with futures, and bad use (a dtype, an op, a shape, a peer) are checked too. Prints one line per check; exits 1 on any failure.
 """
 import sys
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -225,6 +226,30 @@ mine = [t.clone() for t in ts]
 backend.allreduce_coalesced(mine).wait()
 say(all(close(a, reference_reduce(t, "sum"), torch.float32, "sum", abs_sum(t)) for a, t in zip(mine, ts)),
     "allreduce_coalesced float32 (4 tensors, one collective)")
+outs = [[torch.empty(k + 1) for k in range(len(ts))] for _ in range(n)]
+with warnings.catch_warnings():  # deprecated in torch, still called by older code
+    warnings.simplefilter("ignore", FutureWarning)
+    dist.all_gather_coalesced(outs, ts)
+say(all(torch.equal(outs[r][k], gathered(ts[k])[r]) for k in range(len(ts)) for r in range(n)),
+    "all_gather_coalesced float32 (output_lists[rank][k], torch's layout)")
+x = rand(torch.float32, (3, 2), 610)
+flat = torch.empty((n * 3, 2)) if rank == n - 1 else None
+dist.gather_single(x, flat, dst=n - 1)
+want = torch.cat(gathered(x))
+if rank == n - 1:
+    say(torch.equal(flat, want), "gather_single (gather_into_tensor) float32 root n-1")
+for factor in (0.25, 3.0):
+    x = rand(torch.float32, (129,), 620)
+    ours, ref = x.clone(), x.clone()
+    dist.all_reduce(ours, op=dist._make_nccl_premul_sum(factor))
+    dist.all_reduce(ref, group=gloo)
+    ok = close(ours, ref * factor, torch.float32, "sum", abs_sum(x) * factor)
+    x2 = rand(torch.float32, (n * 4,), 621)
+    out = torch.empty(4)
+    dist.reduce_scatter_tensor(out, x2, op=dist._make_nccl_premul_sum(factor))
+    want = (reference_reduce(x2, "sum") * factor).chunk(n)[rank]
+    ok2 = close(out, want, torch.float32, "sum", abs_sum(x2).chunk(n)[rank] * factor)
+    say(ok and ok2, f"PREMUL_SUM x{factor}: all_reduce and reduce_scatter_tensor (FSDP's gradient divide)")
 with dist._coalescing_manager(async_ops=True) as cm:
     outs = [torch.empty(n * t.numel()) for t in ts]
     for o, t in zip(outs, ts):
@@ -248,6 +273,8 @@ refuses(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int16)), (TypeError, 
         ["ftcc", "Short", "not supported", "float32"], "int16 tensors")
 refuses(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int32), op=dist.ReduceOp.BAND), (ValueError, RuntimeError),
         ["ftcc", "BAND", "SUM"], "ReduceOp.BAND")
+refuses(lambda: dist.reduce(torch.zeros(3), dst=0, op=dist._make_nccl_premul_sum(2.0)), (ValueError, RuntimeError),
+        ["ftcc", "PREMUL_SUM", "all_reduce"], "PREMUL_SUM in reduce")
 refuses(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int64), op=dist.ReduceOp.AVG), (ValueError, RuntimeError),
         ["ftcc", "AVG"], "AVG of int64")
 refuses(lambda: dist.all_gather([torch.zeros(2)] * (n + 1), torch.zeros(2)), (ValueError, RuntimeError),

@@ -9,6 +9,8 @@ summary rank 0 wrote (ranks, recoveries, exactly-once counts per epoch, the weig
   ddp_rank0_lost          the same with rank 0 killed at the start of a step
   ddp_hang                rank 1 SIGSTOPs itself: the heartbeat fences it (FTCC_HANG_TIMEOUT_S=2)
   ddp_kill_in_shrink      rank 1 dies, then rank 3 dies inside the recovery's shrink: 2 ranks go on
+  ddp_kill_at_last_step   rank 1 dies inside the last step's allreduce: the ranks that completed
+                          it and the ones that did not meet in the trainer's final barrier
   linear_sigkill          examples/torch_linear.py (the plain-torch loop): rank 2 SIGKILLed from
                           outside mid-run; every survivor saw the same failed_ranks [2]
   deterministic           torch_ddp.py --deterministic: 2 ranks, 3 ranks, and 4 ranks with a kill
@@ -95,6 +97,15 @@ def case_ddp_kill_in_shrink():
     check(rc == 0, f"ddp_kill_in_shrink: exit 0 (got {rc})")
     check(s.get("ranks") == 2 and failed_sets(s) == [1, 3], f"ddp_kill_in_shrink: finished on 2 ranks, 1 and 3 lost ({s.get('ranks')}, {failed_sets(s)})")
     check(exactly_once(s), "ddp_kill_in_shrink: every sample once per epoch")
+
+
+def case_ddp_kill_at_last_step():
+    # 6 epochs of ceil(442 / 40) = 12 steps: step 71 is the last. Some survivors may complete it
+    # before the others see the failure: they meet in the trainer's final barrier and recover there.
+    rc, job, s = ddp(4, "kill:rank=1:step=71:phase=allreduce")
+    check(rc == 0, f"ddp_kill_at_last_step: exit 0 (got {rc})")
+    check(s.get("steps") == 72 and s.get("ranks") == 3 and failed_sets(s) == [1] and exactly_once(s),
+          f"ddp_kill_at_last_step: 72 steps, 3 ranks, each sample once ({s.get('steps')}, {s.get('ranks')}, {failed_sets(s)})")
 
 
 def case_linear_sigkill():
