@@ -5,6 +5,9 @@ A baseline for ftcc-train, never a part of ftcc: run it with the venv of bench/t
 (it re-runs itself with bench/training/.venv-torch/bin/python when the interpreter has no torch).
 
   bench/training/ddp_baseline.py -n 4 [--steps 30] [--batch 256]
+  tools/ftcc-run -n 4 bench/training/.venv-torch/bin/python bench/training/ddp_baseline.py --backend ftcc
+                                       (the same workload through torch.distributed on ftcc;
+                                       bench/torch/ddp_vs_gloo runs both backends side by side)
 
 The workload is ftcc-train's as bench/training/run launches it (--dataset synthetic:2048:784:10
 --layers 784,1024,1024,10 --batch 256 --lr 0.01 --held-out 0.1; ftcc's defaults for the rest):
@@ -90,7 +93,10 @@ def rank_slice(size, world, rank, micro):
 def worker(rank, world, port, a, out):
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(a.threads)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    if port is None:  # under tools/ftcc-run: the MPI job is the rendezvous (ftcc_torch's env://)
+        dist.init_process_group(a.backend)
+    else:
+        dist.init_process_group(a.backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     t_start = time.perf_counter()
 
     xtr, ytr, xte, yte = make_data(a)
@@ -147,11 +153,15 @@ def worker(rank, world, port, a, out):
     dist.all_reduce(rss, op=dist.ReduceOp.MAX)
     if rank == 0:
         steady = steady_samples / (last_done - first_done) if a.steps > 1 and last_done > first_done else 0.0
-        out.put({"samples_per_s": seen / wall, "step_samples_per_s": steady, "wall_s": wall,
-                 "steps": a.steps, "samples_seen": seen, "world_size": world, "final_loss": final_loss,
-                 "eval_name": "mse", "eval_metric": eval_mse, "last_step_loss": last_loss,
-                 "torch": torch.__version__, "backend": "gloo", "threads_per_rank": torch.get_num_threads(),
-                 "peak_rss_kb_max": int(rss.item())})
+        result = {"samples_per_s": seen / wall, "step_samples_per_s": steady, "wall_s": wall,
+                  "steps": a.steps, "samples_seen": seen, "world_size": world, "final_loss": final_loss,
+                  "eval_name": "mse", "eval_metric": eval_mse, "last_step_loss": last_loss,
+                  "torch": torch.__version__, "backend": a.backend, "threads_per_rank": torch.get_num_threads(),
+                  "peak_rss_kb_max": int(rss.item())}
+        if out is None:
+            print(json.dumps(result, sort_keys=True), flush=True)
+        else:
+            out.put(result)
     dist.destroy_process_group()
 
 
@@ -169,11 +179,19 @@ def main():
     p.add_argument("--micro-batch", type=int, default=8)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--threads", type=int, default=1, help="compute threads per rank")
+    p.add_argument("--backend", default="gloo", help="gloo (default), or ftcc: then run it under tools/ftcc-run -n N "
+                   "(every rank is a process of the MPI job; -n is ignored), as gloo may be too")
     a = p.parse_args()
     if a.samples is None:
         a.samples = a.batch * 8
     if a.ranks < 1 or a.steps < 1:
         sys.exit("ddp_baseline.py: --ranks and --steps must be at least 1")
+    if "OMPI_COMM_WORLD_SIZE" in os.environ:  # launched by tools/ftcc-run: this process is one rank
+        import ftcc_torch  # noqa: F401  (the "ftcc" backend and the MPI rendezvous)
+        worker(int(os.environ["OMPI_COMM_WORLD_RANK"]), int(os.environ["OMPI_COMM_WORLD_SIZE"]), None, a, None)
+        return
+    if a.backend != "gloo":
+        sys.exit(f"ddp_baseline.py: backend {a.backend}: launch under tools/ftcc-run -n N")
     with socket.socket() as s:  # a free port for the rendezvous
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -65,6 +65,9 @@ class ElasticTrainer:
         self.deterministic = deterministic
         self.micro_batch = micro_batch
         self.summary_path = summary_path or os.environ.get("FTCC_TORCH_SUMMARY")
+        # FTCC_TORCH_STEP_LOG: rank 0 appends "step wall-clock-time ranks" after each applied step
+        # (bench/torch/kill_to_next_step reads it).
+        self.step_log = os.environ.get("FTCC_TORCH_STEP_LOG")
         self.log = log or (lambda msg: print(msg, flush=True))
         # The training state (taken from the most advanced survivor after a failure).
         self.epoch = 0
@@ -121,6 +124,9 @@ class ElasticTrainer:
         self.cursor += len(batch)
         self.step += 1
         self.losses.append(float(loss) / len(batch))
+        if self.step_log and dist.get_rank() == 0:
+            with open(self.step_log, "a") as f:
+                f.write(f"{self.step} {time.time():.6f} {ranks}\n")
         if self._recovered_at is not None:
             self.recoveries[-1]["next_step_ms"] = (time.perf_counter() - self._recovered_at) * 1e3
             self._recovered_at = None
