@@ -48,7 +48,7 @@ case "$mode" in
       meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 \
       --timeout-multiplier 3 "${single[@]}" "$@" || status=$?
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-      meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --suite mpi --no-suite reliability \
+      meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --suite mpi --no-suite reliability --no-suite torch \
       --timeout-multiplier 3 "$@" || status=$?
     # The simulated hosts (root; skipped without): the quorum path and the partitioned minority.
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
