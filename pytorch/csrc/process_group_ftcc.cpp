@@ -16,14 +16,6 @@ namespace {
 
 using c10d::OpType;
 
-std::string list(const std::vector<std::int64_t>& v) {
-  std::ostringstream o;
-  o << "[";
-  for (std::size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
-  o << "]";
-  return o.str();
-}
-
 // Divides by the group size after a SUM that stands for AVG (floating types only).
 void finish_avg(bool avg, const at::Tensor& host, int size) {
   if (avg) host.div_(size);
@@ -103,14 +95,14 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupFtcc::shrink(const std::vector<int
     } catch (...) {
     }
     f = rt_.failure(generation_);
-    TORCH_CHECK_VALUE(f.has_value(), "ftcc: shrink_group(", list(ranks_to_exclude), "): no rank of this group failed (a barrier of all ",
+    TORCH_CHECK_VALUE(f.has_value(), "ftcc: shrink_group(", rank_list(std::vector<std::int64_t>(ranks_to_exclude.begin(), ranks_to_exclude.end())), "): no rank of this group failed (a barrier of all ",
                       getSize(), " ranks completed); ftcc shrinks a group only by the ranks that failed");
   }
   TORCH_CHECK(!f->fatal, "ftcc: shrink_group: the group cannot go on: ", f->message);
   std::vector<std::int64_t> asked(ranks_to_exclude.begin(), ranks_to_exclude.end());
   std::sort(asked.begin(), asked.end());
-  TORCH_CHECK_VALUE(asked == f->failed, "ftcc: shrink_group(", list(asked), "): the survivors agreed that ranks ",
-                    list(f->failed), " failed; pass exactly those (RankFailure.failed_ranks)");
+  TORCH_CHECK_VALUE(asked == f->failed, "ftcc: shrink_group(", rank_list(asked), "): the survivors agreed that ranks ",
+                    rank_list(f->failed), " failed; pass exactly those (RankFailure.failed_ranks)");
   return c10::make_intrusive<ProcessGroupFtcc>(rt_, f->next_generation);
 }
 

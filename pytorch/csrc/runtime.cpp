@@ -26,14 +26,6 @@ std::mutex g_start_mu;
 // recovery/ turns an exit without MPI_Finalize into a process failure the others recover from).
 Runtime* g_runtime = nullptr;
 
-std::string list(const std::vector<std::int64_t>& v) {
-  std::ostringstream o;
-  o << "[";
-  for (std::size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
-  o << "]";
-  return o.str();
-}
-
 // FTCC_HANG_TIMEOUT_S: seconds of heartbeat silence before a rank is fenced; "0" turns the
 // heartbeat off. Default 30 s (recovery::GroupOptions).
 std::chrono::milliseconds hang_timeout() {
@@ -66,6 +58,14 @@ void say(const std::string& line) {
 }
 
 }  // namespace
+
+std::string rank_list(const std::vector<std::int64_t>& ranks) {
+  std::ostringstream o;
+  o << "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) o << (i ? ", " : "") << ranks[i];
+  o << "]";
+  return o.str();
+}
 
 Runtime& Runtime::start(double timeout_s) {
   std::lock_guard<std::mutex> lock(g_start_mu);
@@ -350,7 +350,7 @@ void Runtime::on_fault(int generation, const char* op, const std::string& cause)
     std::sort(f.failed.begin(), f.failed.end());
     f.next_generation = generation + 1;
     std::ostringstream m;
-    m << "rank(s) " << list(f.failed) << " of the process group failed (" << op
+    m << "rank(s) " << rank_list(f.failed) << " of the process group failed (" << op
       << "); the survivors agreed on them (" << old.size() << " -> " << group_->size()
       << " ranks): continue on dist.shrink_group(e.failed_ranks)";
     f.message = m.str();
@@ -417,6 +417,24 @@ void Runtime::begin_step(std::int64_t step) {
   });
 }
 
+int Runtime::leave_alone(const std::string& record, const std::string& why) {
+  recovery::job_record::left(record);
+  say(std::string("rank ") + std::to_string(group_->original_rank()) + ": " + why);
+  return static_cast<int>(recovery::ExitStatus::internal);
+}
+
+void Runtime::report_job_error(recovery::ExitStatus status, const std::string& line) {
+  if (!group_->reports()) return;
+  say(line);
+  recovery::job_record::outcome(status, line, group_->initial_size(), group_->size(), group_->new_processes_lost());
+}
+
+void Runtime::end_group() {
+  abandon_in_flight("the job ended before this point-to-point operation completed");
+  group_.reset();
+  MPI_Finalize();
+}
+
 int Runtime::finish() {
   int status = 0;
   run_on_worker([&] {
@@ -436,21 +454,13 @@ int Runtime::finish() {
       }
     } catch (const recovery::JobError& e) {
       status = static_cast<int>(e.status());
-      if (group_->reports()) {
-        say(e.line());
-        recovery::job_record::outcome(e.status(), e.line(), group_->initial_size(), group_->size(),
-                                      group_->new_processes_lost());
-      }
+      report_job_error(e.status(), e.line());
     } catch (const std::exception& e) {
       // Superseded, quorum lost, a deadline: this process leaves alone, without MPI_Finalize.
-      recovery::job_record::left(std::string("at the end of the program: ") + e.what());
-      say(std::string("rank ") + std::to_string(group_->original_rank()) + ": " + e.what());
-      status = static_cast<int>(recovery::ExitStatus::internal);
+      status = leave_alone(std::string("at the end of the program: ") + e.what(), e.what());
       return;
     }
-    abandon_in_flight("the job ended before this point-to-point operation completed");
-    group_.reset();
-    MPI_Finalize();
+    end_group();
   });
   return status;
 }
@@ -468,9 +478,7 @@ int Runtime::fail(const std::string& message, bool config_error) {
         if (f.fatal) fatal = f;
     }
     if (fatal && !fatal->job_status) {  // quorum lost, superseded, a deadline: leave alone
-      recovery::job_record::left(fatal->message);
-      say(std::string("rank ") + std::to_string(group_->original_rank()) + ": " + fatal->message);
-      status = static_cast<int>(recovery::ExitStatus::internal);
+      status = leave_alone(fatal->message, fatal->message);
       return;
     }
     try {
@@ -478,21 +486,12 @@ int Runtime::fail(const std::string& message, bool config_error) {
       group_->fail_job(config_error ? recovery::ExitStatus::config_error : recovery::ExitStatus::job_error, message);
     } catch (const recovery::JobError& e) {
       status = static_cast<int>(e.status());
-      if (group_->reports()) {
-        const std::string line = fatal ? fatal->message : e.line();
-        say(line);
-        recovery::job_record::outcome(e.status(), line, group_->initial_size(), group_->size(),
-                                      group_->new_processes_lost());
-      }
+      report_job_error(e.status(), fatal ? fatal->message : e.line());
     } catch (const std::exception& e) {
-      recovery::job_record::left(e.what());
-      say(std::string("rank ") + std::to_string(group_->original_rank()) + ": " + e.what());
-      status = static_cast<int>(recovery::ExitStatus::internal);
+      status = leave_alone(e.what(), e.what());
       return;
     }
-    abandon_in_flight("the job ended before this point-to-point operation completed");
-    group_.reset();
-    MPI_Finalize();
+    end_group();
   });
   return status;
 }

@@ -43,6 +43,9 @@ class ResilientGroup;
 
 namespace ftcc::torch_backend {
 
+// "[0, 2]": ranks as the messages print them.
+std::string rank_list(const std::vector<std::int64_t>& ranks);
+
 // Why a generation ended.
 struct Failure {
   bool fatal = false;                  // the job cannot go on here (see the top of the file)
@@ -133,7 +136,11 @@ class Runtime {
   void on_fault(int generation, const char* op, const std::string& cause);
   void on_fatal(int generation, const std::string& message, std::optional<recovery::ExitStatus> status);
   void fail_in_flight(int generation);
-  void abandon_in_flight(const std::string& why);  // the job ended: answer them, drop the requests
+  void abandon_in_flight(const std::string& why);
+  // The job's end on this process (finish, fail; the running thread only):
+  int leave_alone(const std::string& record, const std::string& why);  // no MPI_Finalize; status 1
+  void report_job_error(recovery::ExitStatus status, const std::string& line);  // the reporter's line and outcome
+  void end_group();  // in-flight requests answered, the group destroyed, MPI finalized  // the job ended: answer them, drop the requests
   static thread_local bool t_running;  // this thread is running tasks (the worker, or inside help())
   template <class F>
   void run_on_worker(F&& f);  // runs f on the worker and waits for it (start-up, finish, fail)
