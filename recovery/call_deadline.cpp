@@ -12,16 +12,7 @@ using Clock = std::chrono::steady_clock;
 CallDeadline::CallDeadline(std::chrono::milliseconds timeout, int my_rank, LaggardCheck laggard,
                            std::function<void(const std::string&)> on_expire)
     : timeout_(timeout), rank_(my_rank), laggard_(std::move(laggard)), on_expire_(std::move(on_expire)) {
-  if (timeout_.count() > 0) thread_ = std::thread([this] { loop(); });
-}
-
-CallDeadline::~CallDeadline() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (timeout_.count() > 0) thread_ = std::jthread([this](const std::stop_token& stop) { loop(stop); });
 }
 
 void CallDeadline::arm(const char* call, std::uint64_t seq) {
@@ -41,12 +32,11 @@ void CallDeadline::disarm() {
   armed_ = false;
 }
 
-void CallDeadline::loop() {
+void CallDeadline::loop(const std::stop_token& stop) {
   const auto tick = std::max(timeout_ / 20, std::chrono::milliseconds(5));
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait_for(lock, tick, [this] { return stop_; });
-    if (stop_) return;
+    if (cv_.wait_for(lock, stop, tick, [] { return false; }) || stop.stop_requested()) return;
     if (!armed_ || Clock::now() < deadline_) continue;
     const double waited = std::chrono::duration<double>(Clock::now() - since_).count();
     const int behind = laggard_ ? laggard_(seq_) : -1;

@@ -20,6 +20,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <stop_token>
 #include <thread>
 
 namespace ftcc::recovery {
@@ -30,7 +31,7 @@ class CallDeadline {
   // on_expire replaces the default action (record + SIGKILL self); tests use it.
   CallDeadline(std::chrono::milliseconds timeout, int my_rank, LaggardCheck laggard = {},
                std::function<void(const std::string& line)> on_expire = {});
-  ~CallDeadline();
+  ~CallDeadline() = default;  // the thread is asked to stop and joined
   CallDeadline(const CallDeadline&) = delete;
   CallDeadline& operator=(const CallDeadline&) = delete;
 
@@ -39,19 +40,19 @@ class CallDeadline {
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
-  void loop();
+  void loop(const std::stop_token& stop);
 
   std::chrono::milliseconds timeout_;
   int rank_;
   LaggardCheck laggard_;
   std::function<void(const std::string&)> on_expire_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false, armed_ = false, told_ = false;
+  std::mutex mu_;                      // guards the fields below it, shared with the thread
+  std::condition_variable_any cv_;     // wakes the thread when it is stopped
+  bool armed_ = false, told_ = false;
   const char* call_ = "";
   std::uint64_t seq_ = 0;
   std::chrono::steady_clock::time_point since_, deadline_;
-  std::thread thread_;
+  std::jthread thread_;                // last: stopped and joined before the fields above go
 };
 
 }  // namespace ftcc::recovery

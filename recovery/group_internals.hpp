@@ -1,5 +1,6 @@
-// recovery/group_internals.hpp: the pieces of ResilientGroup that its two source files share
-// (resilient_group.cpp: the protocol; respawn.cpp: new processes joining it). Not installed.
+// recovery/group_internals.hpp: the pieces of ResilientGroup that its source files share
+// (resilient_group.cpp, group_bootstrap.cpp, group_services.cpp, membership_protocol.cpp,
+// respawn.cpp). Not installed.
 #pragma once
 
 #include <algorithm>
@@ -80,6 +81,13 @@ inline WirePeer wire_of(const PeerAddress& p) {
   return w;
 }
 
+// recovery/group_bootstrap.cpp: the ULFM-call deadline in seconds (FTCC_ULFM_TIMEOUT_S when opt
+// is 0; a bad value throws InvalidArgument), and the options check made before any communication.
+double ulfm_timeout_of(double opt);
+void validate_options(const GroupOptions& o, int world);
+// recovery/group_services.cpp: once per process: the exit guard and SIGPIPE ignored.
+void install_process_guards();
+
 // The job's scratch folder on this host (fault timestamps).
 inline std::string event_dir_of(std::uint64_t job_id) {
   char dir[64];
@@ -152,10 +160,10 @@ class ResilientGroup::AgreedTable {
     return row;
   }
   // Our allgather of every survivor's row; throws FaultDetected like any collective.
-  void gather(comm::Communicator& c, const std::vector<std::int64_t>& mine) {
+  void gather(FtComm& c, const std::vector<std::int64_t>& mine) {
     rows_ = c.size();
     cells_.assign(row_words() * static_cast<size_t>(rows_), 0);
-    comm::allgather(c, mine.data(), cells_.data(), static_cast<int>(row_words()), comm::DType::i64);
+    c.allgather(mine.data(), cells_.data(), row_words());
   }
 
   int rows() const { return rows_; }

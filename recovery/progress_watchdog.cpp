@@ -9,22 +9,13 @@ ProgressWatchdog::ProgressWatchdog(std::chrono::milliseconds timeout, std::strin
                                    std::function<bool()> excused)
     : timeout_(timeout), what_(std::move(what)), on_fire_(std::move(on_fire)), excused_(std::move(excused)),
       last_kick_ns_(now_ns()) {
-  if (timeout_.count() > 0) thread_ = std::thread([this] { loop(); });
+  if (timeout_.count() > 0) thread_ = std::jthread([this](const std::stop_token& stop) { loop(stop); });
 }
 
-ProgressWatchdog::~ProgressWatchdog() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void ProgressWatchdog::loop() {
+void ProgressWatchdog::loop(const std::stop_token& stop) {
   const auto check_every = std::max(timeout_ / 4, std::chrono::milliseconds(1));
   std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, check_every, [this] { return stop_; })) {
+  while (!cv_.wait_for(lock, stop, check_every, [] { return false; }) && !stop.stop_requested()) {
     if (paused_.load() || fired_.load()) continue;
     if (excused_ && excused_()) {
       kick();

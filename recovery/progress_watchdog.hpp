@@ -14,6 +14,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <stop_token>
 #include <thread>
 
 namespace ftcc::recovery {
@@ -25,7 +26,7 @@ class ProgressWatchdog {
   // comm's own deadlines); that time does not count as lost progress.
   explicit ProgressWatchdog(std::chrono::milliseconds timeout, std::string what = "training loop",
                             std::function<void()> on_fire = {}, std::function<bool()> excused = {});
-  ~ProgressWatchdog();
+  ~ProgressWatchdog() = default;  // the thread is asked to stop and joined
   ProgressWatchdog(const ProgressWatchdog&) = delete;
   ProgressWatchdog& operator=(const ProgressWatchdog&) = delete;
 
@@ -42,7 +43,7 @@ class ProgressWatchdog {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
-  void loop();
+  void loop(const std::stop_token& stop);
 
   std::chrono::milliseconds timeout_;
   std::string what_;
@@ -50,10 +51,9 @@ class ProgressWatchdog {
   std::function<bool()> excused_;
   std::atomic<std::int64_t> last_kick_ns_;
   std::atomic<bool> paused_{false}, fired_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
+  std::mutex mu_;                   // for the thread's timed wait
+  std::condition_variable_any cv_;  // wakes the thread when it is stopped
+  std::jthread thread_;             // last: stopped and joined before the fields above go
 };
 
 }  // namespace ftcc::recovery

@@ -1,6 +1,6 @@
 // recovery/quorum_rule.hpp: whether the survivors of a recovery may go on (the quorum rule).
 //
-// Pure: no MPI, no /proc. The caller (recovery/resilient_group.cpp, step 3 of the protocol)
+// Pure: no MPI, no /proc. The caller (recovery/membership_protocol.cpp, step 3 of the protocol)
 // collects the agreed inputs; every survivor passes the same ones and so decides alike.
 // The rule (why: recovery/quorum_lost.hpp, docs/recovery.md "Several hosts"): go on only if
 //   2 x survivors > old size - confirmed deaths

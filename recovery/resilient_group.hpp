@@ -90,6 +90,7 @@
 // ftcc::InvalidArgument at construction, naming the smallest value allowed.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -101,6 +102,7 @@
 #include "ftcc/comm/communicator.hpp"
 #include "ftcc/comm/errors.hpp"
 #include "ftcc/recovery/fault_injector.hpp"
+#include "ftcc/recovery/ft_comm.hpp"
 #include "ftcc/recovery/call_deadline.hpp"
 #include "ftcc/recovery/generation_fence.hpp"
 #include "ftcc/recovery/heartbeat.hpp"
@@ -146,6 +148,17 @@ class ResilientGroup {
   using Hook = std::function<void(ResilientGroup&, const RecoveryEvent&)>;
 
   explicit ResilientGroup(MPI_Comm parent = MPI_COMM_WORLD, GroupOptions options = {});
+  // A simulated process (recovery/simulation/sim_world.hpp): the same protocol on `world`, an
+  // FtComm of every process of the simulation, with no MPI, heartbeat, call deadlines, watchdog,
+  // job records or generation fence (options that need them are refused). confirm_gone(r)
+  // answers whether original rank r's process is known to be gone on this process's host (the
+  // real group asks /proc). Respawn is not simulated (options.respawns must be 0).
+  struct Simulated {
+    std::unique_ptr<FtComm> world;
+    std::function<bool(int original_rank)> confirm_gone;
+    std::uint64_t job_id = 1;
+  };
+  ResilientGroup(Simulated sim, GroupOptions options);
   ~ResilientGroup();
   ResilientGroup(const ResilientGroup&) = delete;
   ResilientGroup& operator=(const ResilientGroup&) = delete;
@@ -158,7 +171,11 @@ class ResilientGroup {
   // The size the training group started with (the processes of the parent minus the spares).
   int initial_size() const { return initial_training_; }
   // Every live process, spares included (the training group itself when there are no spares).
-  comm::Communicator& pool() { return pool_ ? *pool_ : *comm_; }
+  comm::Communicator& pool();
+  // The same two groups as the protocol sees them (recovery/ft_comm.hpp): a simulated rank's
+  // program talks through these, having no comm::Communicator.
+  FtComm& ft_comm();
+  FtComm& ft_pool() { return pool_ ? *pool_ : ft_comm(); }
   const std::vector<int>& pool_members() const { return pool_ ? pool_members_ : members_; }
   int spares_left() const;
   int respawns_left() const { return respawns_left_; }
@@ -228,7 +245,7 @@ class ResilientGroup {
   bool run(std::int64_t step, F&& fn) {
     for (;;) {
       try {
-        fn(*comm_);
+        fn(comm());
         return true;
       } catch (const comm::FaultDetected& e) {
         if (recover(step, e.what()).committed_max >= step) return false;
@@ -251,6 +268,7 @@ class ResilientGroup {
 
  private:
   void bootstrap(MPI_Comm parent);
+  void form_pool();  // slots at start; with spares or respawns, the pool and the training group
   void install_fault_hook();
   // Runs an uninterruptible ULFM call under the deadline, counting it for the heartbeat.
   template <class F>
@@ -262,7 +280,7 @@ class ResilientGroup {
     std::int64_t step;
   };
 
-  // The protocol at the top of the file, one function per step (resilient_group.cpp). A step
+  // The protocol at the top of the file, one function per step (membership_protocol.cpp). A step
   // that returns false did so on every survivor (its agreement says so): retry from step 1.
   struct RecoveryClock;  // one recovery's timing: detect, revoke, shrink, agree, resync, total
   class AgreedTable;     // step 2's table, one row per survivor
@@ -288,11 +306,13 @@ class ResilientGroup {
   // Starts k processes, merges them into the pool and hands them the recovery in progress; false
   // (pool unchanged, the respawns spent) when it failed on any survivor.
   bool respawn(int k, RecoveryClock& clock, RecoveryEvent& ev, const AgreedTable& table);
+  // The hand-over to the new processes on the merged communicator m; every process's record.
+  std::vector<detail::WirePeer> hand_over(comm::Communicator& m, const RecoveryEvent& ev, const RecoveryClock& clock,
+                                          const AgreedTable& table, int old_pool);
   void join_as_respawned(MPI_Comm parent_intercomm);  // the constructor's half in a new process
   void start_services();  // starts the heartbeat, the deadlines and the records (bootstrap's end)
   // Makes the heartbeat (when on), bound for one host or several; returns this process's record.
   detail::WirePeer create_heartbeat(bool single_host);
-  MPI_Comm ulfm_raw() { return pool().raw(); }
   bool run_hooks(std::int64_t step, int attempt, RecoveryClock& clock, RecoveryEvent& ev);  // 4
   // One agreement on the pool: did every survivor succeed at the step just made? The same answer
   // everywhere (a failure noticed during it counts as "no").
@@ -302,9 +322,9 @@ class ResilientGroup {
   std::vector<int> lost_since(const std::vector<int>& before) const;
 
   GroupOptions opt_;
-  std::unique_ptr<comm::Communicator> comm_;  // the training group (null on a spare)
+  std::unique_ptr<FtComm> comm_;               // the training group (null on a spare)
   std::vector<int> members_;                   // original rank of each training rank
-  std::unique_ptr<comm::Communicator> pool_;   // every live process (null without spares)
+  std::unique_ptr<FtComm> pool_;               // every live process (null without spares and respawns)
   std::vector<int> pool_members_;              // original rank of each pool rank
   std::vector<int> slots_;                     // slot of each original rank (recovery/heal_plan.hpp)
   bool left_as_spare_ = false;                 // a spare that saw the job finish
@@ -323,7 +343,7 @@ class ResilientGroup {
   std::uint64_t job_id_ = 0;
   std::string event_dir_;
   std::int64_t committed_step_ = -1;
-  std::int64_t step_ = -1;
+  std::atomic<std::int64_t> step_{-1};         // begin_step's; read by the heartbeat thread
   bool quorum_lost_ = false;
   mutable bool superseded_ = false;            // a Superseded was thrown here (see the destructor)
   GenerationFence fence_{job_record::dir()};  // the job's current group on disk
@@ -335,6 +355,9 @@ class ResilientGroup {
   std::uint32_t ulfm_calls_ = 0;  // MPIX_Comm_shrink/agree calls entered (same on every survivor)
   std::unique_ptr<CallDeadline> deadline_;
   std::unique_ptr<ProgressWatchdog> watchdog_;
+  // Whether original rank r's process is gone (confirmed deaths: quorum); /proc unless simulated.
+  std::function<bool(int original_rank, std::chrono::steady_clock::time_point by)> confirm_gone_;
+  bool fault_tolerant_ = true;  // ULFM on (comm::has_ulfm()), or simulated
 };
 
 }  // namespace ftcc::recovery

@@ -34,6 +34,7 @@
 #include "ftcc/comm/ulfm.hpp"
 #include "ftcc/recovery/group_internals.hpp"
 #include "ftcc/recovery/heal_plan.hpp"
+#include "ftcc/recovery/mpi_ft_comm.hpp"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, for the spawned processes' environment
 
@@ -114,94 +115,65 @@ std::size_t ResilientGroup::max_originals() const {
   return initial_pool_ + static_cast<std::size_t>(std::max(0, opt_.respawns));
 }
 
+namespace {
+
+// MPI_Comm_spawn of k copies of this program (its arguments, environment and folder) from the
+// pool, merged with it (the pool low, the new processes high). Throws CommError on failure.
+MPI_Comm spawn_and_merge(MPI_Comm pool, int k) {
+  const std::vector<std::string> command = own_command();
+  std::vector<char*> args;
+  for (std::size_t i = 1; i < command.size(); ++i) args.push_back(const_cast<char*>(command[i].c_str()));
+  args.push_back(nullptr);
+  MPI_Info info = MPI_INFO_NULL;
+  MPI_Info_create(&info);
+  const std::string env = inherited_environment();
+  if (!env.empty()) MPI_Info_set(info, "PMIX_ENVAR", env.c_str());
+  char cwd[4096];
+  if (getcwd(cwd, sizeof cwd)) MPI_Info_set(info, "wdir", cwd);
+  MPI_Comm inter = MPI_COMM_NULL;
+  std::vector<int> codes(static_cast<std::size_t>(k), MPI_SUCCESS);
+  const int rc = MPI_Comm_spawn(command[0].c_str(), args.data(), k, info, 0, pool, &inter, codes.data());
+  MPI_Info_free(&info);
+  FTCC_MPI_CHECK(rc, pool, "MPI_Comm_spawn");
+  for (int c : codes) FTCC_MPI_CHECK(c, pool, "MPI_Comm_spawn (a new process)");
+  MPI_Comm merged = MPI_COMM_NULL;
+  FTCC_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &merged), inter, "MPI_Intercomm_merge");
+  MPI_Comm_free(&inter);
+  MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
+  return merged;
+}
+
+void revoke_merged(comm::Communicator& m) {
+  try {
+    comm::revoke(m.raw());
+  } catch (const std::exception&) {
+  }
+}
+
+}  // namespace
+
 bool ResilientGroup::respawn(int k, RecoveryClock& clock, RecoveryEvent& ev, const AgreedTable& table) {
   clock.start_phase();
   respawns_left_ -= k;  // spent whether it works or not: a spawn that keeps failing must not loop
+  if (pool_->communicator() == nullptr) return false;  // a simulated process: respawn is not simulated
   const int old_pool = pool_->size();
   const std::size_t originals = peers_.size();
-  MPI_Comm merged = MPI_COMM_NULL;
   std::unique_ptr<comm::Communicator> m;  // one object for the whole hand-over: its collectives' tags follow each other
   std::vector<WirePeer> records;
-  bool ok = true;
   std::string why;
   try {
-    guarded("MPI_Comm_spawn", FaultPhase::shrink, [&] {
-      const std::vector<std::string> command = own_command();
-      std::vector<char*> args;
-      for (std::size_t i = 1; i < command.size(); ++i) args.push_back(const_cast<char*>(command[i].c_str()));
-      args.push_back(nullptr);
-      MPI_Info info = MPI_INFO_NULL;
-      MPI_Info_create(&info);
-      const std::string env = inherited_environment();
-      if (!env.empty()) MPI_Info_set(info, "PMIX_ENVAR", env.c_str());
-      char cwd[4096];
-      if (getcwd(cwd, sizeof cwd)) MPI_Info_set(info, "wdir", cwd);
-      MPI_Comm inter = MPI_COMM_NULL;
-      std::vector<int> codes(static_cast<std::size_t>(k), MPI_SUCCESS);
-      const int rc = MPI_Comm_spawn(command[0].c_str(), args.data(), k, info, 0, pool_->raw(), &inter, codes.data());
-      MPI_Info_free(&info);
-      FTCC_MPI_CHECK(rc, pool_->raw(), "MPI_Comm_spawn");
-      for (int c : codes) FTCC_MPI_CHECK(c, pool_->raw(), "MPI_Comm_spawn (a new process)");
-      FTCC_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &merged), inter, "MPI_Intercomm_merge");
-      MPI_Comm_free(&inter);
-      return 0;
-    });
-    MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
+    MPI_Comm merged = guarded("MPI_Comm_spawn", FaultPhase::shrink,
+                              [&] { return spawn_and_merge(pool_->communicator()->raw(), k); });
     comm::CommOptions co;
-    co.timeout_s = pool_->timeout_s();
+    co.timeout_s = pool_->communicator()->timeout_s();
     m = std::make_unique<comm::Communicator>(merged, comm::Communicator::Ownership::take, co);
-    merged = MPI_COMM_NULL;  // m owns it now
-    // The hand-over (the top of the file), from the merged communicator's rank 0, a survivor.
-    // Sizes that differ between survivors (the event's text: each has its own timings) are the
-    // root's, from the header.
-    const std::string event = story(ev, events_, holders_);
-    std::int64_t h[kHeaderWords] = {};
-    h[kJobId] = static_cast<std::int64_t>(job_id_);
-    h[kInitialTraining] = initial_training_;
-    h[kInitialPool] = static_cast<std::int64_t>(initial_pool_);
-    h[kOriginals] = static_cast<std::int64_t>(originals);
-    h[kRespawnsLeft] = respawns_left_;
-    h[kStep] = ev.step;
-    h[kTableRows] = table.rows();
-    h[kTableCells] = static_cast<std::int64_t>(table.cells().size());
-    h[kFaultNs] = clock.fault_ns >= 0 ? clock.fault_ns : clock.first_notice_ns;
-    h[kOldPool] = old_pool;
-    h[kEventBytes] = static_cast<std::int64_t>(event.size());
-    comm::broadcast(*m, h, kHeaderWords, comm::DType::i64, 0);
-    std::int64_t secret[4];
-    std::memcpy(secret, secret_.data(), sizeof secret);
-    comm::broadcast(*m, secret, 4, comm::DType::i64, 0);
-    std::vector<std::int64_t> slots = as_words(slots_), members = as_words(pool_members_);
-    comm::broadcast(*m, slots.data(), slots.size(), comm::DType::i64, 0);
-    comm::broadcast(*m, members.data(), members.size(), comm::DType::i64, 0);
-    std::vector<WirePeer> wire;
-    for (const auto& p : peers_) wire.push_back(detail::wire_of(p));
-    comm::broadcast(*m, wire.data(), wire.size() * kWireWords, comm::DType::i64, 0);
-    std::vector<std::int64_t> cells = table.cells();
-    cells.resize(static_cast<std::size_t>(h[kTableCells]));
-    comm::broadcast(*m, cells.data(), cells.size(), comm::DType::i64, 0);
-    std::string text = event;
-    text.resize(static_cast<std::size_t>(h[kEventBytes]), ' ');
-    comm::broadcast(*m, text.data(), text.size() / 8, comm::DType::i64, 0);
-    const WirePeer mine = detail::wire_of(peers_.at(static_cast<std::size_t>(my_original_rank_)));
-    records.resize(static_cast<std::size_t>(m->size()));
-    comm::allgather(*m, &mine, records.data(), kWireWords, comm::DType::i64);
-  } catch (const comm::FaultDetected& e) {
-    ok = false;
-    why = e.what();
-  } catch (const std::exception& e) {  // no room for the new processes, a program that would not start, ...
-    ok = false;
+    records = hand_over(*m, ev, clock, table, old_pool);
+  } catch (const std::exception& e) {  // a failure, no room for the new processes, a program that would not start, ...
     why = e.what();
   }
-  // Wake the processes still waiting in the hand-over (as agree_on_table does for its allgather).
-  if (!ok && m) {
-    try {
-      comm::revoke(m->raw());
-    } catch (const std::exception&) {
-    }
-  }
+  const bool ok = why.empty();
+  if (!ok && m) revoke_merged(*m);  // wake the processes still waiting in the hand-over
   const bool accepted = agree_on(ok);  // on the pool before the merge: the survivors alone
-  if (merged != MPI_COMM_NULL) MPI_Comm_free(&merged);  // merged, but the hand-over never started here
   ev.respawn_ms += clock.lap();
   if (m) {
     // The verdict, the ULFM-call count the new processes continue from, and the time it took.
@@ -214,13 +186,7 @@ bool ResilientGroup::respawn(int k, RecoveryClock& clock, RecoveryEvent& ev, con
     }
   }
   if (!accepted) {
-    if (m) {
-      try {
-        comm::revoke(m->raw());
-      } catch (const std::exception&) {
-      }
-      m.reset();
-    }
+    if (m) revoke_merged(*m);
     if (pool_->rank() == 0 && opt_.verbose)
       std::fprintf(stderr, "ftcc: respawn of %d process(es) failed%s%s; the group shrinks instead\n", k,
                    why.empty() ? "" : ": ", why.c_str());
@@ -236,8 +202,48 @@ bool ResilientGroup::respawn(int k, RecoveryClock& clock, RecoveryEvent& ev, con
     ev.respawned.push_back(p.rank);
     if (heartbeat_) heartbeat_->add(p);
   }
-  pool_ = std::move(m);
+  pool_ = std::make_unique<MpiFtComm>(std::move(m));
   return true;
+}
+
+std::vector<WirePeer> ResilientGroup::hand_over(comm::Communicator& m, const RecoveryEvent& ev, const RecoveryClock& clock,
+                                                const AgreedTable& table, int old_pool) {
+  // The hand-over (the top of the file), from the merged communicator's rank 0, a survivor.
+  // Sizes that differ between survivors (the event's text: each has its own timings) are the
+  // root's, from the header.
+  const std::string event = story(ev, events_, holders_);
+  std::int64_t h[kHeaderWords] = {};
+  h[kJobId] = static_cast<std::int64_t>(job_id_);
+  h[kInitialTraining] = initial_training_;
+  h[kInitialPool] = static_cast<std::int64_t>(initial_pool_);
+  h[kOriginals] = static_cast<std::int64_t>(peers_.size());
+  h[kRespawnsLeft] = respawns_left_;
+  h[kStep] = ev.step;
+  h[kTableRows] = table.rows();
+  h[kTableCells] = static_cast<std::int64_t>(table.cells().size());
+  h[kFaultNs] = clock.fault_ns >= 0 ? clock.fault_ns : clock.first_notice_ns;
+  h[kOldPool] = old_pool;
+  h[kEventBytes] = static_cast<std::int64_t>(event.size());
+  comm::broadcast(m, h, kHeaderWords, comm::DType::i64, 0);
+  std::int64_t secret[4];
+  std::memcpy(secret, secret_.data(), sizeof secret);
+  comm::broadcast(m, secret, 4, comm::DType::i64, 0);
+  std::vector<std::int64_t> slots = as_words(slots_), members = as_words(pool_members_);
+  comm::broadcast(m, slots.data(), slots.size(), comm::DType::i64, 0);
+  comm::broadcast(m, members.data(), members.size(), comm::DType::i64, 0);
+  std::vector<WirePeer> wire;
+  for (const auto& p : peers_) wire.push_back(detail::wire_of(p));
+  comm::broadcast(m, wire.data(), wire.size() * kWireWords, comm::DType::i64, 0);
+  std::vector<std::int64_t> cells = table.cells();
+  cells.resize(static_cast<std::size_t>(h[kTableCells]));
+  comm::broadcast(m, cells.data(), cells.size(), comm::DType::i64, 0);
+  std::string text = event;
+  text.resize(static_cast<std::size_t>(h[kEventBytes]), ' ');
+  comm::broadcast(m, text.data(), text.size() / 8, comm::DType::i64, 0);
+  const WirePeer mine = detail::wire_of(peers_.at(static_cast<std::size_t>(my_original_rank_)));
+  std::vector<WirePeer> records(static_cast<std::size_t>(m.size()));
+  comm::allgather(m, &mine, records.data(), kWireWords, comm::DType::i64);
+  return records;
 }
 
 void ResilientGroup::join_as_respawned(MPI_Comm parent_intercomm) {
@@ -307,7 +313,7 @@ void ResilientGroup::join_as_respawned(MPI_Comm parent_intercomm) {
   ulfm_calls_ = static_cast<std::uint32_t>(verdict[1]);
   join->event.respawn_ms = std::bit_cast<double>(verdict[2]);
   for (int i = old_pool; i < m->size(); ++i) join->event.respawned.push_back(static_cast<int>(originals) + (i - old_pool));
-  pool_ = std::move(m);
+  pool_ = std::make_unique<MpiFtComm>(std::move(m));
   members_ = training_members(slots_);
   event_dir_ = detail::event_dir_of(job_id_);
   ::mkdir(event_dir_.c_str(), 0700);

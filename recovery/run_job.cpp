@@ -14,15 +14,16 @@ namespace ftcc::recovery {
 namespace {
 
 // This rank leaves alone, without MPI_Finalize (the others would wait for it there).
-int leave(const JobOptions& job, int rank, ExitStatus status, const std::string& why) {
+ExitStatus leave(const JobOptions& job, int rank, ExitStatus status, const std::string& why) {
+  if (job.quiet) return status;
   std::fprintf(stderr, "%s: rank %d: %s\n", job.name.c_str(), rank, why.c_str());
   std::fflush(stderr);
-  return static_cast<int>(status);
+  return status;
 }
 
 // A process the job went on without (it was stopped and excluded, and woke up): it writes nothing
 // and leaves without MPI_Finalize (the exit guard turns that into a process failure).
-int superseded(const JobOptions& job, const Superseded& e) {
+ExitStatus superseded(const JobOptions& job, const Superseded& e) {
   job_record::left(std::string("superseded: ") + e.what());
   return leave(job, e.rank(), ExitStatus::internal, e.what());
 }
@@ -35,7 +36,7 @@ void fence_stopped_host_mates(const ResilientGroup& g) {
   for (int r : g.pool_members()) {
     if (r == g.original_rank()) continue;
     const PeerAddress& p = g.peer(r);
-    if (p.host_id != me.host_id || !Heartbeat::process_stopped(p.pid, p.start_time)) continue;  // SIGSTOP, not a debugger
+    if (p.pid <= 0 || p.host_id != me.host_id || !Heartbeat::process_stopped(p.pid, p.start_time)) continue;  // SIGSTOP, not a debugger
     ::kill(p.pid, SIGKILL);
     std::fprintf(stderr, "ftcc: rank %d (pid %d) was stopped while rank %d's collective timed out: fenced (SIGKILL)\n", r,
                  p.pid, g.original_rank());
@@ -64,8 +65,17 @@ int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<vo
     return static_cast<int>(ExitStatus::config_error);
   } catch (const std::exception& e) {
     job_record::left(std::string("could not start the fault-tolerant group: ") + e.what());
-    return leave(job, world_rank, ExitStatus::internal, std::string("could not start the fault-tolerant group: ") + e.what());
+    return static_cast<int>(leave(job, world_rank, ExitStatus::internal, std::string("could not start the fault-tolerant group: ") + e.what()));
   }
+  const JobEnd end = run_on_group(*g, body, job);
+  if (end.alone) return static_cast<int>(end.status);  // without MPI_Finalize (see the header)
+  g.reset();
+  MPI_Finalize();
+  return static_cast<int>(end.status);
+}
+
+JobEnd run_on_group(ResilientGroup& group, const std::function<void(ResilientGroup&)>& body, const JobOptions& job) {
+  ResilientGroup* g = &group;
   const int me = g->original_rank();
   ExitStatus status = ExitStatus::finished;
   try {
@@ -96,7 +106,7 @@ int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<vo
       // recovery that started it goes on without it) instead of stopping the job for it.
       if (g->is_spare()) {
         job_record::left(std::string("hot spare could not get ready: ") + e.what());
-        return leave(job, me, ExitStatus::job_error, std::string("hot spare could not get ready: ") + e.what());
+        return {leave(job, me, ExitStatus::job_error, std::string("hot spare could not get ready: ") + e.what()), true};
       }
       g->clear_recovery_hooks();
       const bool config = dynamic_cast<const ftcc::InvalidArgument*>(&e) != nullptr;
@@ -104,39 +114,40 @@ int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<vo
     }
   } catch (const JobError& e) {
     status = e.status();
-    if (!e.agreed()) return leave(job, me, status, e.line());  // no ULFM: only this rank knows
+    if (!e.agreed()) return {leave(job, me, status, e.line()), true};  // no ULFM: only this rank knows
     if (g->reports()) {
       try {
         g->check_current("reporting the job's outcome");
       } catch (const Superseded& s) {
-        return superseded(job, s);
+        return {superseded(job, s), true};
       }
-      std::fprintf(stderr, "%s: %s\n", job.name.c_str(), e.line().c_str());
-      std::fflush(stderr);
+      if (!job.quiet) {
+        std::fprintf(stderr, "%s: %s\n", job.name.c_str(), e.line().c_str());
+        std::fflush(stderr);
+      }
       job_record::outcome(status, e.line(), g->initial_size(), g->size(), g->new_processes_lost());
     }
   } catch (const Superseded& e) {
-    return superseded(job, e);
+    return {superseded(job, e), true};
   } catch (const QuorumLost& e) {
-    return leave(job, me, ExitStatus::quorum_lost, e.what());
+    return {leave(job, me, ExitStatus::quorum_lost, e.what()), true};
   } catch (const comm::Timeout& e) {
     job_record::left(std::string("deadline: ") + e.what());
     fence_stopped_host_mates(*g);
-    return leave(job, me, ExitStatus::internal,
-                 std::string(e.what()) + ": leaving so the other ranks can exclude this one");
+    return {leave(job, me, ExitStatus::internal,
+                  std::string(e.what()) + ": leaving so the other ranks can exclude this one"),
+            true};
   }
   if (status == ExitStatus::finished && g->rank() == 0) {
     try {
       g->check_current("reporting the job's outcome");
     } catch (const Superseded& e) {
-      return superseded(job, e);
+      return {superseded(job, e), true};
     }
     job_record::outcome(status, "finished on " + std::to_string(g->size()) + " of " + std::to_string(g->initial_size()) + " ranks",
                         g->initial_size(), g->size(), g->new_processes_lost());
   }
-  g.reset();
-  MPI_Finalize();
-  return static_cast<int>(status);
+  return {status, false};
 }
 
 }  // namespace ftcc::recovery

@@ -37,9 +37,20 @@ namespace ftcc::recovery {
 
 struct JobOptions {
   std::string name = "ftcc";  // prefix of the lines run_job prints ("ftcc-train")
+  bool quiet = false;         // print nothing (the simulation runs thousands of jobs)
 };
 
 int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<void(ResilientGroup&)>& body,
             const JobOptions& job = {});
+
+// run_job's part after the group is built (body, the final agreement, the outcome), for a group
+// made some other way (the simulation, recovery/simulation/). `alone`: this rank leaves by
+// itself, without MPI_Finalize (QuorumLost, a deadline, superseded, a spare that could not get
+// ready, an error that could not be agreed).
+struct JobEnd {
+  ExitStatus status = ExitStatus::finished;
+  bool alone = false;
+};
+JobEnd run_on_group(ResilientGroup& g, const std::function<void(ResilientGroup&)>& body, const JobOptions& job = {});
 
 }  // namespace ftcc::recovery

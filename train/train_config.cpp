@@ -220,8 +220,8 @@ std::string resume_refusal(const TrainConfig& saved, const TrainConfig& now) {
                        : ", " + d.field + " " + d.before + " vs " + d.after;
   }
   if (out.empty()) return out;
-  // Short: the whole line must fit the 511 bytes a job-level error carries to every rank
-  // (recovery/resilient_group.cpp); docs/training.md lists every field.
+  // Short: the whole line must fit the 2047 bytes a job-level error carries to every rank
+  // (kMessageBytes, recovery/group_internals.hpp); docs/training.md lists every field.
   return out + "; these must match to resume (fields safe to change: lr, epochs, steps, the rank count, parallel, ... "
                "see docs/training.md)";
 }
