@@ -89,12 +89,14 @@ PP_MODEL = ["--dataset", "digits", "--layers", "64,64,64,64,10", "--lr", "0.05",
 def stderr_lines(err):
     """The non-empty lines of a job's stderr, without the boxed messages Open MPI's runtime adds now
     and then of its own (e.g. a PMIx shared-memory file it could not remove when several jobs share
-    /tmp): those are not ftcc-train's output."""
+    /tmp), nor the launcher's one-line PMIx complaint when every rank leaves at once
+    ("[host:pid] PMIX ERROR: PMIX_ERR_UNREACH in file ... at line N"; docs/reliability.md): those are
+    not ftcc-train's output."""
     lines, in_box = [], False
     for l in err.splitlines():
         if l.startswith("-" * 20):
             in_box = not in_box
-        elif not in_box and l.strip("\x00 "):
+        elif not in_box and l.strip("\x00 ") and "PMIX ERROR: PMIX_ERR_UNREACH" not in l:
             lines.append(l)
     return lines
 
