@@ -55,10 +55,12 @@ ResilientGroup::ResilientGroup(Simulated sim, GroupOptions options) : opt_(std::
   members_.resize(static_cast<size_t>(n));
   std::iota(members_.begin(), members_.end(), 0);
   job_id_ = sim.job_id;
+  FTCC_CHECK(sim.host_of.empty() || sim.host_of.size() == static_cast<size_t>(n))
+      << "ResilientGroup(Simulated): host_of names " << sim.host_of.size() << " processes of " << n;
   for (int r = 0; r < n; ++r) {
     PeerAddress p;
     p.rank = r;
-    p.host = p.host_id = "simulated";
+    p.host = p.host_id = "simulated-" + std::to_string(sim.host_of.empty() ? 0 : sim.host_of[static_cast<size_t>(r)]);
     peers_.push_back(p);
   }
   initial_pool_ = peers_.size();

@@ -151,12 +151,15 @@ class ResilientGroup {
   // A simulated process (recovery/simulation/sim_world.hpp): the same protocol on `world`, an
   // FtComm of every process of the simulation, with no MPI, heartbeat, call deadlines, watchdog,
   // job records or generation fence (options that need them are refused). confirm_gone(r)
-  // answers whether original rank r's process is known to be gone on this process's host (the
-  // real group asks /proc). Respawn is not simulated (options.respawns must be 0).
+  // answers whether original rank r's process is known to be gone (asked only for processes on
+  // this process's host, as the real group asks /proc). host_of[r]: the simulated host of
+  // original rank r (empty: one host), which the quorum rule counts. Respawn is not simulated
+  // (options.respawns must be 0).
   struct Simulated {
     std::unique_ptr<FtComm> world;
     std::function<bool(int original_rank)> confirm_gone;
     std::uint64_t job_id = 1;
+    std::vector<int> host_of;
   };
   ResilientGroup(Simulated sim, GroupOptions options);
   ~ResilientGroup();

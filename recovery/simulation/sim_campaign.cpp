@@ -106,7 +106,9 @@ void check(const Schedule& s, const SimWorld& w, const std::vector<ProcEnd>& end
       continue;
     }
     ++r.survivors;
-    if (e.end.alone) fail("process " + std::to_string(p) + " left alone with status " + std::to_string(static_cast<int>(e.end.status)));
+    if (e.end.alone != (e.end.status == ExitStatus::quorum_lost))
+      fail("process " + std::to_string(p) + (e.end.alone ? " left alone" : " ended with the others") + " with status " +
+           std::to_string(static_cast<int>(e.end.status)));
     if (status && *status != e.end.status)
       fail("exit statuses differ: " + std::to_string(static_cast<int>(*status)) + " and process " + std::to_string(p) +
            "'s " + std::to_string(static_cast<int>(e.end.status)));
@@ -131,8 +133,10 @@ void check(const Schedule& s, const SimWorld& w, const std::vector<ProcEnd>& end
   const bool state_lost = std::all_of(ever_held.begin(), ever_held.end(), [&](int p) { return w.gone(p); });
   if (*status == ExitStatus::job_error && !any_error && !state_lost)
     fail("the job failed (status 4) though no error was injected and a process holding the state survived");
-  if (*status != ExitStatus::finished && *status != ExitStatus::job_error)
-    fail("exit status " + std::to_string(static_cast<int>(*status)) + " is not one this job can end with (0 or 4)");
+  if (*status == ExitStatus::quorum_lost && s.hosts == 1)
+    fail("quorum lost on one host, where every death is confirmed");
+  if (*status != ExitStatus::finished && *status != ExitStatus::job_error && *status != ExitStatus::quorum_lost)
+    fail("exit status " + std::to_string(static_cast<int>(*status)) + " is not one this job can end with (0, 3 or 4)");
   if (*status != ExitStatus::finished) return;
   if (!any_trains) fail("the job finished (status 0) but no surviving process trains");
   const std::uint64_t want = reference_hash(s.steps);
@@ -154,7 +158,7 @@ void check(const Schedule& s, const SimWorld& w, const std::vector<ProcEnd>& end
 
 std::string Schedule::describe() const {
   std::string out = "seed " + std::to_string(seed) + ": " + std::to_string(ranks) + " ranks, " + std::to_string(spares) +
-                    " spare(s), " + std::to_string(steps) + " steps\n";
+                    " spare(s), " + std::to_string(steps) + " steps, " + std::to_string(hosts) + " host(s)\n";
   for (const auto& f : faults)
     out += "  " + std::string(to_string(f.kind)) + " process " + std::to_string(f.proc) + " " + to_string(f.when) +
            " its call " + std::to_string(f.at_call) +
@@ -184,6 +188,7 @@ Schedule schedule_of(std::uint64_t seed) {
     f.stall_us = 1 + static_cast<std::int64_t>(rng.below(3'000'000));
     s.faults.push_back(f);
   }
+  s.hosts = rng.coin() ? 1 : 2 + static_cast<int>(rng.below(2));
   if (rng.below(10) == 0) {
     s.error_proc = static_cast<int>(rng.below(static_cast<std::uint64_t>(s.ranks)));
     s.error_step = static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(s.steps)));
@@ -203,7 +208,9 @@ RunReport run_schedule(const Schedule& s) {
     o.ulfm_timeout_s = -1;
     o.spares = s.spares;
     o.verbose = false;
-    ResilientGroup::Simulated sim{std::move(world), [&w](int r) { return w.gone(r); }, s.seed + 1};
+    std::vector<int> host_of;
+    for (int p = 0; p < s.procs(); ++p) host_of.push_back(p % s.hosts);
+    ResilientGroup::Simulated sim{std::move(world), [&w](int r) { return w.gone(r); }, s.seed + 1, host_of};
     ResilientGroup g(std::move(sim), o);
     w.start_counting(proc);
     ProcEnd& e = ends[static_cast<std::size_t>(proc)];

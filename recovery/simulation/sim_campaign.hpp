@@ -11,7 +11,8 @@
 // join. The invariants checked after the run (each failure is a violation naming the seed):
 //  - no deadlock, no two members in different collective calls, no livelock (SimWorld);
 //  - every process that was not killed ended its job, all with the same exit status, which is
-//    0, or 4 when an injected error fired or every process that held the state was lost;
+//    0, or 4 when an injected error fired or every process that held the state was lost, or 3
+//    (quorum lost: every survivor leaves) when the job spans several hosts;
 //  - after 0: every survivor that trains is at the last step with the state of applying each step
 //    exactly once (the hash chain of 0..steps-1), its last committed step, and the same members;
 //  - every surviving process recorded the same recoveries (failed, survivors, joined ranks);
@@ -34,6 +35,7 @@ struct Schedule {
   int ranks = 2;   // training ranks
   int spares = 0;  // hot spares (the last processes)
   int steps = 3;
+  int hosts = 1;   // process p runs on host p % hosts (the quorum rule counts confirmed deaths per host)
   std::vector<SimFault> faults;
   int error_proc = -1;           // this process throws at error_step (-1: no injected error)
   std::int64_t error_step = -1;
