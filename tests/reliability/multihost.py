@@ -164,14 +164,15 @@ class Job:
     """An mpirun of ftcc-train over the simulated hosts; stdout+stderr read line by line with times.
     on: the hosts to run on (default every host), per_host ranks on each."""
 
-    def __init__(self, extra, on=None):
+    def __init__(self, extra, on=None, job_dir=None):
         mpi_args = hosts("mpirun-args", str(per_host)).split()
         n = ranks
         if on is not None:
             mpi_args[mpi_args.index("--host") + 1] = ",".join(f"{h}:{per_host}" for h in on)
             n = len(on) * per_host
         self.cmd = [run_tool, *mpi_args, "-n", str(n), train, *MODEL, *extra]
-        self.p = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        job_env = dict(env, FTCC_JOB_DIR=job_dir) if job_dir else env
+        self.p = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=job_env,
                                   errors="replace")
         self.lines = []  # (monotonic time, line)
         self.t = threading.Thread(target=self._read, daemon=True)
@@ -250,7 +251,37 @@ def host_fault_case(name, host=None, delay=0.0):
     host = host or n_hosts
     victim = f"h{host}"
     lost_all = list(range((host - 1) * per_host, host * per_host))
-    j = Job(["--epochs", str(EPOCHS)])
+    # The job folder is kept (ftcc-run removes one it made): the woken ranks' records say how they stopped.
+    job_dir = tempfile.mkdtemp(prefix="ftcc-multihost-job-")
+    try:
+        _host_fault_case(name, host, delay, victim, lost_all, job_dir)
+    finally:
+        shutil.rmtree(job_dir, ignore_errors=True)
+
+
+def stop_record(job_dir, r):
+    """How rank r left, from its job records: excluded, fenced, quorum, or what else it wrote."""
+    def read(ext):
+        try:
+            with open(os.path.join(job_dir, f"rank-{r}.{ext}")) as f:
+                return f.read().strip()
+        except OSError:
+            return None
+    left, quorum = read("left") or "", read("quorum")
+    if left.startswith("excluded by the survivors"):
+        return "excluded"
+    if left.startswith("fenced (SIGKILL) by rank"):
+        return "fenced"
+    if quorum is not None:
+        return "quorum"
+    for ext in ("exited", "crashed"):
+        if read(ext) is not None:
+            return f"{ext}: {read(ext)}"
+    return f"left: {left}" if left else "no record (killed from outside, or SIGPIPE)"
+
+
+def _host_fault_case(name, host, delay, victim, lost_all, job_dir):
+    j = Job(["--epochs", str(EPOCHS)], job_dir=job_dir)
     started = j.wait_for(r"^step \d+/", 120)
     if started is None:
         check(False, f"{name}: training started ({j.tail()})")
@@ -310,6 +341,10 @@ def host_fault_case(name, host=None, delay=0.0):
     out = [line for _, line in j.lines]
     quorum = [line for line in out if "quorum lost" in line and "ftcc-run:" not in line]
     excluded = [line for line in out if "self-fenced" in line]
+    if name == "hang host":
+        # A woken rank of h3 may also stop on "quorum lost" (its heartbeat heard no survivor's reply
+        # within the timeout, as when cut off): a safe stop, checked below with the others.
+        quorum = [line for line in quorum if not re.search(rf"rank ({'|'.join(map(str, lost_all))}):", line)]
     if name == "partition":
         # Its ranks stop on quorum lost, or (the news crossed before the cut) as excluded.
         cut_off = quorum + [line for line in out if "self-fenced" in line]
@@ -317,10 +352,20 @@ def host_fault_case(name, host=None, delay=0.0):
     else:
         check(not quorum, f"{name}: no 'quorum lost'")
     if name == "hang host":
-        # The first to read it stops itself, and SIGKILLs its excluded host-mates first if it is the
-        # lowest rank left on the host (they may still be stopped).
-        check(1 <= len(excluded) <= per_host,
-              f"{name}: {victim}'s ranks read that they were excluded ({excluded[:2]})")
+        # The invariant: no woken rank trains on. Each stopped itself by a path that writes why: it
+        # read that it was excluded (self-fenced), a host-mate fenced it, or it found itself in a
+        # minority (quorum lost) when no survivor's reply reached it within the heartbeat timeout.
+        # Which one wins is a race with the survivors' reply (load); a rank gone without a record
+        # (killed from outside, SIGPIPE) or that exited normally fails.
+        how = {r: stop_record(job_dir, r) for r in lost_all}
+        for line in out:  # the heartbeat's fencing of a host-mate leaves the fenced rank no record: its fencer says it
+            m = re.match(r"ftcc: rank (\d+) \(host \S+, pid \d+\) .*fenced \(SIGKILL\) by rank", line)
+            if m and int(m.group(1)) in how and how[int(m.group(1))].startswith("no record"):
+                how[int(m.group(1))] = "fenced"
+        safe = all(h in ("excluded", "fenced", "quorum") for h in how.values())
+        check(safe and any(h != "fenced" for h in how.values()),
+              f"{name}: {victim}'s ranks stopped themselves, each with a record of why ({how}; "
+              f"{len(excluded)} self-fenced line(s))")
     if failures:
         print(f"--- {name}: output tail\n{j.tail(40)}")
 
