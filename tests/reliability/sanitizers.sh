@@ -8,8 +8,13 @@
 #          multi-rank ones (suite mpi) with ASAN_OPTIONS=detect_leaks=0, because Open MPI and
 #          PMIx keep allocations until exit that LeakSanitizer reports as leaks (libmpi, not
 #          ftcc), and a killed rank leaks by definition. Then the multi-host test (multihost.py).
-#   tsan   build-tsan: ThreadSanitizer on the threaded parts: the heartbeat, the progress watchdog
-#          (recovery_unit) and the metrics server (train_unit).
+#   tsan   build-tsan: ThreadSanitizer on the unit suites of the threaded parts (the heartbeat, the
+#          call deadline and the progress watchdog: recovery_unit; the metrics server: train_unit),
+#          the simulation (simulation_unit, simulation_campaign) and the multi-rank recovery suite
+#          (real processes: the heartbeat, deadline and watchdog threads beside MPI's), then the
+#          multi-rank reliability cases that fence, stall and kill (suite reliability, mpi).
+#          Reports inside the MPI runtime's own libraries only are suppressed
+#          (tests/reliability/tsan.supp); a report with an ftcc frame fails the test.
 #
 # Environment: FTCC_JOBS=N (ninja -jN, default 1), FTCC_SAN_BUILD=DIR (build folder).
 set -euo pipefail
@@ -59,10 +64,21 @@ case "$mode" in
   tsan)
     build=${FTCC_SAN_BUILD:-build-tsan}
     [ -f "$build/build.ninja" ] || meson setup "$build" "${common[@]}" -Db_sanitize=thread -Dcpp_args=-g1 >/dev/null
-    ninja -C "$build" -j"$jobs" tests/recovery/recovery_unit_test tests/train/train_unit_test
-    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-      meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 5 \
-      recovery_unit train_unit "$@"
+    ninja -C "$build" -j"$jobs"
+    # handle_segv=0: the injected segfaults (exit_segv_*) must reach ftcc's crash handler and end
+    # the process as SIGSEGV does, not as TSan's own report of a deadly signal.
+    export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:handle_segv=0:suppressions=$root/tests/reliability/tsan.supp
+    status=0
+    meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 5 \
+      --suite recovery "$@" || status=$?
+    meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 5 \
+      train_unit "$@" || status=$?
+    mapfile -t tsan_mpi < <(meson test -C "$build" --no-rebuild --list --suite reliability 2>/dev/null |
+                            grep ' / ' | sed 's/.* \/ //' | grep -E '^(exit|fencing)_' |
+                            grep -vx fencing_trainer)  # a 60,000-step run: past its deadline at TSan's speed
+    meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 5 \
+      "${tsan_mpi[@]}" "$@" || status=$?
+    exit $status
     ;;
   *) echo "sanitizers.sh: unknown mode '$mode' (asan or tsan)" >&2; exit 2 ;;
 esac
