@@ -30,6 +30,7 @@ struct Totals {
   std::set<std::uint64_t> traces;
   std::set<sim::SimWorld::Cell> cells;
   std::vector<sim::RunReport> failures;  // lowest seeds first, a few kept
+  std::vector<std::uint64_t> failed_seeds;  // all of them (the first 100 printed)
 };
 
 void print_report(const sim::RunReport& r, bool verbose) {
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
         ++t.passed;
         ++t.statuses[static_cast<int>(r.status)];
       } else {
+        t.failed_seeds.push_back(r.schedule.seed);
         t.failures.push_back(r);
         std::sort(t.failures.begin(), t.failures.end(),
                   [](const auto& a, const auto& b) { return a.schedule.seed < b.schedule.seed; });
@@ -113,6 +115,13 @@ int main(int argc, char** argv) {
             std::printf(" %s/%s/%s", sim::to_string(static_cast<sim::Call>(c)), sim::to_string(static_cast<sim::FaultKind>(k)),
                         sim::to_string(static_cast<sim::FaultWhen>(w)));
     std::printf("\n");
+  }
+  if (!t.failed_seeds.empty()) {
+    std::sort(t.failed_seeds.begin(), t.failed_seeds.end());
+    std::printf("  failed seeds:");
+    for (std::size_t i = 0; i < t.failed_seeds.size() && i < 100; ++i)
+      std::printf(" %llu", static_cast<unsigned long long>(t.failed_seeds[i]));
+    std::printf("%s\n", t.failed_seeds.size() > 100 ? " ..." : "");
   }
   for (const auto& r : t.failures) {
     std::printf("FAILED ");

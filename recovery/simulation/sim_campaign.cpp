@@ -34,6 +34,7 @@ struct ProcEnd {
   JobEnd end;
   bool trains = false;   // holds a slot at the end
   bool error_fired = false;
+  bool loop_done = false;  // its training loop returned (every step applied, the survivors agreed)
   std::int64_t step = 0;
   std::uint64_t hash = 1;
   std::int64_t committed = -1;
@@ -76,6 +77,7 @@ void train(ResilientGroup& g, const Schedule& s, int proc, ProcEnd& out) {
                       ++out.step;
                       g.set_committed_step(out.step - 1);
                     }});
+  out.loop_done = true;
 }
 
 struct EventKey {
@@ -138,7 +140,13 @@ void check(const Schedule& s, const SimWorld& w, const std::vector<ProcEnd>& end
   if (*status != ExitStatus::finished && *status != ExitStatus::job_error && *status != ExitStatus::quorum_lost)
     fail("exit status " + std::to_string(static_cast<int>(*status)) + " is not one this job can end with (0, 3 or 4)");
   if (*status != ExitStatus::finished) return;
-  if (!any_trains) fail("the job finished (status 0) but no surviving process trains");
+  // Every training process may die once its loop is done (after the loop's agreement that all
+  // are done): the spares then end the job alone, and it did finish. Not before.
+  if (!any_trains)
+    for (int p = 0; p < s.procs(); ++p)
+      if (ever_held.count(p) && !ends[static_cast<std::size_t>(p)].loop_done)
+        fail("the job finished (status 0) with no surviving process training, though process " + std::to_string(p) +
+             " was lost before its training loop was done");
   const std::uint64_t want = reference_hash(s.steps);
   const ProcEnd* trainer = nullptr;
   for (int p = 0; p < s.procs(); ++p) {

@@ -15,6 +15,8 @@
 //    (quorum lost: every survivor leaves) when the job spans several hosts;
 //  - after 0: every survivor that trains is at the last step with the state of applying each step
 //    exactly once (the hash chain of 0..steps-1), its last committed step, and the same members;
+//    with no training survivor (hot spares alone), every process that trained had finished its
+//    training loop before it was lost;
 //  - every surviving process recorded the same recoveries (failed, survivors, joined ranks);
 //  - a hot spare joins at most once, and only a spare joins;
 //  - no live process waited in one call (a hot spare's wait aside) longer than the hung peers'
