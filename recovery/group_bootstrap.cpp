@@ -14,7 +14,6 @@
 #include <optional>
 #include <string>
 
-#include "ftcc/base/env_number.hpp"
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/recovery/group_internals.hpp"
@@ -61,16 +60,16 @@ std::optional<std::string> local_ipv4_matching(const std::string& want) {
 // user names (FTCC_OOB_ADDR, an address; FTCC_OOB_IF, an interface or CIDR); else the network MPI
 // was told to use (btl_tcp_if_include: interfaces or CIDRs); else the first non-loopback IPv4
 // address our hostname resolves to.
-std::string heartbeat_bind_address(bool single_host) {
+std::string heartbeat_bind_address(bool single_host, const GroupEnvironment& env) {
   if (single_host) return "127.0.0.1";
-  if (const char* env = std::getenv("FTCC_OOB_ADDR"); env && *env) return env;  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
-  if (const char* env = std::getenv("FTCC_OOB_IF"); env && *env) {  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
-    if (auto ip = local_ipv4_matching(env)) return *ip;
-    throw ftcc::InvalidArgument(std::string("ResilientGroup: FTCC_OOB_IF='") + env + "' matches no IPv4 address of host '" +
+  if (!env.oob_addr.empty()) return env.oob_addr;
+  if (!env.oob_if.empty()) {
+    if (auto ip = local_ipv4_matching(env.oob_if)) return *ip;
+    throw ftcc::InvalidArgument("ResilientGroup: FTCC_OOB_IF='" + env.oob_if + "' matches no IPv4 address of host '" +
                                 my_hostname() + "'; name an interface (eth0) or a network (10.0.0.0/8) this host has");
   }
-  if (const char* env = std::getenv("OMPI_MCA_btl_tcp_if_include"); env && *env) {  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
-    std::string list = env;
+  if (!env.btl_tcp_if_include.empty()) {
+    const std::string& list = env.btl_tcp_if_include;
     for (size_t at = 0; at <= list.size();) {
       const size_t comma = std::min(list.find(',', at), list.size());
       if (auto ip = local_ipv4_matching(list.substr(at, comma - at))) return *ip;
@@ -101,13 +100,6 @@ std::string heartbeat_bind_address(bool single_host) {
 
 namespace detail {
 
-// FTCC_ULFM_TIMEOUT_S is parsed like a flag (base/env_number.hpp): a bad value is refused, before
-// any communication, on every rank alike.
-double ulfm_timeout_of(double opt) {
-  if (opt != 0) return opt;
-  return env_seconds("FTCC_ULFM_TIMEOUT_S", 60, 0.001, 1e6);
-}
-
 // Options that cannot work, refused before any communication (so identically on every rank).
 void validate_options(const GroupOptions& o, int world) {
   using ms = std::chrono::milliseconds;
@@ -120,7 +112,6 @@ void validate_options(const GroupOptions& o, int world) {
                                   std::to_string(period.count()) + " ms: healthy ranks would be fenced; use at least " +
                                   std::to_string(least.count()) + " ms, or 0 to turn the heartbeat off");
   }
-  (void)ulfm_timeout_of(o.ulfm_timeout_s);  // throws on a bad FTCC_ULFM_TIMEOUT_S
   if (o.spares < 0 || o.spares >= world)
     throw ftcc::InvalidArgument("spares " + std::to_string(o.spares) + ": the job has " + std::to_string(world) +
                                 " process(es) and at least one must train; use 0 to " + std::to_string(world - 1) +
@@ -213,8 +204,7 @@ void ResilientGroup::form_pool() {
 
 WirePeer ResilientGroup::create_heartbeat(bool single_host) {
   if (!single_host && opt_.hang_timeout.count() == 0 && my_original_rank_ == 0) {
-    const char* detector = std::getenv("OMPI_MCA_mpi_ft_detector");  // NOLINT(concurrency-mt-unsafe): no setenv in ftcc
-    if (detector == nullptr || (std::strcmp(detector, "true") != 0 && std::strcmp(detector, "1") != 0))
+    if (!env_.ulfm_detector)
       std::fprintf(stderr, "ftcc: warning: the job spans several hosts and the heartbeat is off (hang timeout 0): a host "
                            "that crashes or drops off the network is noticed only when TCP gives up (minutes). Keep the "
                            "heartbeat on (--hang-timeout), or run with FTCC_DETECTOR_TIMEOUT=S (ULFM's detector)\n");
@@ -226,7 +216,7 @@ WirePeer ResilientGroup::create_heartbeat(bool single_host) {
                     ? opt_.heartbeat_period
                     : std::clamp(opt_.hang_timeout / 8, std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
     ho.fence = opt_.fence;
-    heartbeat_ = std::make_unique<Heartbeat>(my_original_rank_, heartbeat_bind_address(single_host), ho);
+    heartbeat_ = std::make_unique<Heartbeat>(my_original_rank_, heartbeat_bind_address(single_host, env_), ho);
   }
   PeerAddress local;
   if (heartbeat_) {

@@ -81,9 +81,9 @@ inline WirePeer wire_of(const PeerAddress& p) {
   return w;
 }
 
-// recovery/group_bootstrap.cpp: the ULFM-call deadline in seconds (FTCC_ULFM_TIMEOUT_S when opt
-// is 0; a bad value throws InvalidArgument), and the options check made before any communication.
-double ulfm_timeout_of(double opt);
+// recovery/group_bootstrap.cpp: the ULFM-call deadline in seconds (the environment's when the
+// option is 0), and the options check made before any communication.
+inline double ulfm_timeout_of(double opt, const GroupEnvironment& env) { return opt != 0 ? opt : env.ulfm_timeout_s; }
 void validate_options(const GroupOptions& o, int world);
 // recovery/group_services.cpp: once per process: the exit guard and SIGPIPE ignored.
 void install_process_guards();

@@ -105,7 +105,7 @@ void ResilientGroup::start_services() {
     heartbeat_->start(alive, secret_, job_id_);
   }
   job_record::started(my_original_rank_);
-  const double ulfm_s = detail::ulfm_timeout_of(opt_.ulfm_timeout_s);
+  const double ulfm_s = detail::ulfm_timeout_of(opt_.ulfm_timeout_s, env_);
   if (ulfm_s > 0)
     deadline_ = std::make_unique<CallDeadline>(
         std::chrono::milliseconds(static_cast<long long>(ulfm_s * 1000)), my_original_rank_,

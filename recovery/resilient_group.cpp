@@ -16,7 +16,8 @@
 
 namespace ftcc::recovery {
 
-ResilientGroup::ResilientGroup(MPI_Comm parent, GroupOptions options) : opt_(std::move(options)) {
+ResilientGroup::ResilientGroup(MPI_Comm parent, GroupOptions options)
+    : opt_(std::move(options)), env_(GroupEnvironment::read()) {
   int world = 0;
   MPI_Comm_size(parent, &world);
   MPI_Comm spawner = MPI_COMM_NULL;  // set in a process started by a respawn (recovery/respawn.cpp)

@@ -105,6 +105,7 @@
 #include "ftcc/recovery/ft_comm.hpp"
 #include "ftcc/recovery/call_deadline.hpp"
 #include "ftcc/recovery/generation_fence.hpp"
+#include "ftcc/recovery/group_environment.hpp"
 #include "ftcc/recovery/heartbeat.hpp"
 #include "ftcc/recovery/job_outcome.hpp"
 #include "ftcc/recovery/progress_watchdog.hpp"
@@ -325,6 +326,7 @@ class ResilientGroup {
   std::vector<int> lost_since(const std::vector<int>& before) const;
 
   GroupOptions opt_;
+  GroupEnvironment env_;                       // read once, at construction (the MPI one)
   std::unique_ptr<FtComm> comm_;               // the training group (null on a spare)
   std::vector<int> members_;                   // original rank of each training rank
   std::unique_ptr<FtComm> pool_;               // every live process (null without spares and respawns)
