@@ -7,6 +7,9 @@
 //   FTCC_CHECK_EQ(x, y) << "...";   // also prints both values
 //
 // FTCC_REQUIRE(cond) << "..." is the same without file:line, for validating user input.
+// FTCC_INVARIANT(cond) << "..." guards ftcc's own invariants (not the caller's input): it throws
+// InternalError, which a job reports as an internal error (exit status 1), never as a
+// configuration error (2).
 // Layers derive their own typed errors from Error (comm::CommError, nn::FormatError ...).
 // Header-only and dependency-free so that comm/ (MPI only) and tensor/ can both use it.
 #pragma once
@@ -18,6 +21,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace ftcc {
@@ -29,6 +33,13 @@ class Error : public std::runtime_error {
 
 // Shape, dtype or argument mistakes made by the caller.
 class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+// An invariant inside ftcc failed: a bug in ftcc, not a mistake in the caller's input or a fault
+// of the job's environment (recovery::run_job reports it as exit status 1, "internal error").
+class InternalError : public Error {
  public:
   using Error::Error;
 };
@@ -48,7 +59,9 @@ template <class E>
 class CheckFailure {
  public:
   CheckFailure(const char* file, int line, const char* expr) {
-    os_ << file << ':' << line << ": check failed: " << expr << ": ";
+    os_ << file << ':' << line << (std::is_same_v<E, InternalError> ? ": internal invariant failed (a bug in ftcc): "
+                                                                      : ": check failed: ")
+        << expr << ": ";
   }
   // For checks of user input whose message already says what and where (a flag, a file).
   CheckFailure() = default;
@@ -86,6 +99,9 @@ std::string both_values(const A& a, const B& b) {
     ::ftcc::detail::Raiser<E>{} & ::ftcc::detail::CheckFailure<E>(__FILE__, __LINE__, #cond)
 
 #define FTCC_CHECK(cond) FTCC_CHECK_T(::ftcc::InvalidArgument, cond)
+
+// FTCC_INVARIANT(cond) << "message": ftcc's own invariant (InternalError, exit status 1 in a job).
+#define FTCC_INVARIANT(cond) FTCC_CHECK_T(::ftcc::InternalError, cond)
 
 // FTCC_REQUIRE(cond) << "--batch must be > 0": user-input validation. Throws InvalidArgument
 // with exactly the message (no file:line or expression): it is what a CLI user reads.

@@ -98,6 +98,9 @@ void FaultInjector::fire(FaultSpec& spec) {
     case FaultKind::throw_error:
       throw ftcc::Error("injected error on rank " + std::to_string(rank_) + " at step " + std::to_string(step_) + " (" +
                         spec.text + ")");
+    case FaultKind::invariant:
+      throw ftcc::InternalError("injected invariant failure on rank " + std::to_string(rank_) + " at step " +
+                                std::to_string(step_) + " (" + spec.text + ")");
     case FaultKind::delay: break;
   }
 }

@@ -43,7 +43,7 @@ const char* fault_spec_grammar() {
   return "fault spec grammar: KIND:rank=R:step=S[:phase=P][:ms=M]\n"
          "  KIND  kill (SIGKILL) | hang (SIGSTOP) | delay (sleep ms=M) | exit (exit(3) without MPI_Finalize)\n"
          "        | segv (a real segmentation fault) | stall (stop making progress, threads alive)\n"
-         "        | throw (an exception on this rank alone)\n"
+         "        | throw (an exception on this rank alone) | invariant (an internal invariant fails on this rank)\n"
          "  P     step (default) | allreduce | broadcast | allgather | recovery | shrink | agree | hooks | spare\n"
          "  e.g.  kill:rank=2:step=40  kill:rank=1:step=10:phase=allreduce  delay:rank=0:step=7:ms=500";
 }
@@ -57,6 +57,7 @@ const char* to_string(FaultKind k) {
     case FaultKind::segv: return "segv";
     case FaultKind::stall: return "stall";
     case FaultKind::throw_error: return "throw";
+    case FaultKind::invariant: return "invariant";
   }
   return "?";
 }
@@ -88,6 +89,7 @@ FaultSpec parse_fault_spec(const std::string& spec) {
   else if (kind == "segv") f.kind = FaultKind::segv;
   else if (kind == "stall") f.kind = FaultKind::stall;
   else if (kind == "throw") f.kind = FaultKind::throw_error;
+  else if (kind == "invariant") f.kind = FaultKind::invariant;
   else reject(spec, "unknown kind '" + kind + "'");
   std::set<std::string> seen;
   for (size_t i = 1; i < parts.size(); ++i) {
@@ -116,10 +118,10 @@ FaultSpec parse_fault_spec(const std::string& spec) {
   if (!seen.count("rank")) reject(spec, "rank=R is required");
   if (!seen.count("step")) reject(spec, "step=S is required");
   if (f.kind == FaultKind::delay && !seen.count("ms")) reject(spec, "delay needs ms=M");
-  if (f.kind == FaultKind::throw_error && f.phase != FaultPhase::step && f.phase != FaultPhase::hooks &&
+  if ((f.kind == FaultKind::throw_error || f.kind == FaultKind::invariant) && f.phase != FaultPhase::step && f.phase != FaultPhase::hooks &&
       f.phase != FaultPhase::allreduce && f.phase != FaultPhase::broadcast && f.phase != FaultPhase::allgather &&
       f.phase != FaultPhase::spare)
-    reject(spec, "throw fires at phase step, allreduce, broadcast, allgather, hooks or spare (the protocol's own calls never throw)");
+    reject(spec, std::string(to_string(f.kind)) + " fires at phase step, allreduce, broadcast, allgather, hooks or spare (the protocol's own calls never throw)");
   if (f.kind != FaultKind::delay && seen.count("ms")) reject(spec, "ms=M only applies to delay");
   return f;
 }

@@ -1,7 +1,7 @@
 // recovery/fault_spec.hpp: the fault-injection grammar, shared by the API, the CLI and tests.
 //
 //   SPEC   := KIND ':' FIELD (':' FIELD)*
-//   KIND   := kill | hang | delay | exit | segv | stall | throw
+//   KIND   := kill | hang | delay | exit | segv | stall | throw | invariant
 //   FIELD  := rank=R        rank (in the job's original numbering) that misbehaves   (required)
 //           | step=S        training step / loop iteration at which it happens       (required)
 //           | phase=P       where in the step: step (default: at its start), allreduce,
@@ -20,6 +20,7 @@
 //   segv   a real SIGSEGV            stall  sleeps forever with its threads alive (heartbeat on):
 //                                           a rank stuck in a call, for the deadlines to catch
 //   throw  throws ftcc::Error on this rank alone (an error only one rank sees)
+//   invariant  throws ftcc::InternalError on this rank alone (a bug in ftcc: exit status 1)
 //
 // Examples: kill:rank=2:step=40   kill:rank=1:step=10:phase=allreduce   hang:rank=3:step=5
 //           delay:rank=0:step=7:ms=500   exit:rank=2:step=3
@@ -32,7 +33,7 @@
 
 namespace ftcc::recovery {
 
-enum class FaultKind { kill, hang, delay, exit, segv, stall, throw_error };
+enum class FaultKind { kill, hang, delay, exit, segv, stall, throw_error, invariant };
 enum class FaultPhase { step, allreduce, broadcast, allgather, recovery, shrink, agree, hooks, spare };
 
 struct FaultSpec {

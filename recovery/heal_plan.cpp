@@ -13,7 +13,7 @@ HealPlan plan_heal(const std::vector<int>& slots, const std::vector<int>& alive,
   p.slots = slots;
   std::vector<bool> is_alive(slots.size(), false);
   for (int r : alive) {
-    FTCC_CHECK(r >= 0 && static_cast<size_t>(r) < slots.size()) << "plan_heal: survivor " << r << " out of range";
+    FTCC_INVARIANT(r >= 0 && static_cast<size_t>(r) < slots.size()) << "plan_heal: survivor " << r << " out of range";
     is_alive[static_cast<size_t>(r)] = true;
   }
   std::vector<int> lost, spares;

@@ -446,7 +446,7 @@ PeerAddress Heartbeat::local_address() const {
 }
 
 void Heartbeat::start(const std::vector<PeerAddress>& peers, const Secret& secret, std::uint64_t job_id) {
-  FTCC_CHECK(!impl_->running) << "Heartbeat::start called twice";
+  FTCC_INVARIANT(!impl_->running) << "Heartbeat::start called twice";
   impl_->secret = secret;
   impl_->job_id = job_id;
   const auto now = Clock::now();
@@ -545,7 +545,7 @@ Secret Heartbeat::random_secret() {
   size_t got = 0;
   while (got < s.size()) {
     const ssize_t n = getrandom(s.data() + got, s.size() - got, 0);
-    FTCC_CHECK(n > 0) << "getrandom failed: " << std::strerror(errno);  // NOLINT(concurrency-mt-unsafe): fatal path, before the thread starts
+    FTCC_CHECK_T(::ftcc::Error, n > 0) << "getrandom failed: " << std::strerror(errno);  // NOLINT(concurrency-mt-unsafe): fatal path, before the thread starts
     got += static_cast<size_t>(n);
   }
   return s;

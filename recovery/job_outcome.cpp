@@ -206,6 +206,11 @@ void exited(int status) {
   write_atomically("rank-" + std::to_string(g_rank) + ".exited", "status " + std::to_string(status) + "\n");
 }
 
+void refused(int original_rank, int status) {
+  joining(original_rank);
+  exited(status);
+}
+
 void left_for(int rank, const std::string& how) {
   // The first record says why (as in left()).
   if (::access(path_of("rank-" + std::to_string(rank) + ".left").c_str(), F_OK) == 0) return;

@@ -90,6 +90,11 @@ void left(const std::string& how);
 void left_for(int rank, const std::string& how);
 // This process exits with `status` after MPI_Finalize: mpirun reports its status itself.
 void exited(int status);
+// This process refused its job before any group formed (every rank alike: bad options) and exits
+// with `status` after MPI_Finalize: rank-R.joining and rank-R.exited. Open MPI's mpirun was seen
+// to crash (SIGSEGV) when every rank leaves at once with a non-zero status; from these records
+// tools/ftcc-run reports the ranks' own status instead of the launcher's crash.
+void refused(int original_rank, int status);
 
 }  // namespace job_record
 

@@ -21,7 +21,7 @@ std::vector<int> sorted(std::vector<int> v) {
 
 void require_distinct(const std::vector<int>& sorted_ranks, const char* what) {
   const auto dup = std::adjacent_find(sorted_ranks.begin(), sorted_ranks.end());
-  FTCC_CHECK(dup == sorted_ranks.end()) << "decide_quorum: rank " << *dup << " appears twice in " << what;
+  FTCC_INVARIANT(dup == sorted_ranks.end()) << "decide_quorum: rank " << *dup << " appears twice in " << what;
 }
 
 }  // namespace
@@ -42,10 +42,10 @@ QuorumDecision decide_quorum(const QuorumInput& in) {
   require_distinct(lost, "lost");
   require_distinct(confirmed, "confirmed");
   for (int r : lost)
-    FTCC_CHECK(!std::binary_search(survivors.begin(), survivors.end(), r))
+    FTCC_INVARIANT(!std::binary_search(survivors.begin(), survivors.end(), r))
         << "decide_quorum: rank " << r << " is both a survivor and lost";
   for (int r : confirmed)
-    FTCC_CHECK(std::binary_search(lost.begin(), lost.end(), r))
+    FTCC_INVARIANT(std::binary_search(lost.begin(), lost.end(), r))
         << "decide_quorum: rank " << r << " is confirmed dead but not lost";
 
   QuorumDecision d;

@@ -61,7 +61,7 @@ std::vector<std::string> own_command() {
   }
   char exe[4096];
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  FTCC_CHECK(n > 0 && !argv.empty()) << "respawn: cannot read this program's command line from /proc/self";
+  FTCC_CHECK_T(::ftcc::Error, n > 0 && !argv.empty()) << "respawn: cannot read this program's command line from /proc/self";
   argv[0].assign(exe, static_cast<std::size_t>(n));
   return argv;
 }

@@ -58,10 +58,12 @@ int run_job(MPI_Comm parent, const GroupOptions& options, const std::function<vo
     // Options are checked before any communication, so every rank refuses alike: say it once.
     if (world_rank == 0) std::fprintf(stderr, "%s: %s\n", job.name.c_str(), e.what());
     MPI_Finalize();
+    job_record::refused(world_rank, static_cast<int>(ExitStatus::config_error));
     return static_cast<int>(ExitStatus::config_error);
   } catch (const comm::NotSupported& e) {
     if (world_rank == 0) std::fprintf(stderr, "%s: %s\n", job.name.c_str(), e.what());
     MPI_Finalize();
+    job_record::refused(world_rank, static_cast<int>(ExitStatus::config_error));
     return static_cast<int>(ExitStatus::config_error);
   } catch (const std::exception& e) {
     job_record::left(std::string("could not start the fault-tolerant group: ") + e.what());
@@ -109,8 +111,11 @@ JobEnd run_on_group(ResilientGroup& group, const std::function<void(ResilientGro
         return {leave(job, me, ExitStatus::job_error, std::string("hot spare could not get ready: ") + e.what()), true};
       }
       g->clear_recovery_hooks();
+      // By kind: the caller's input (2), ftcc's own invariant (1, a bug), anything else the job
+      // met (4: a file, a non-finite loss, an error on one rank).
       const bool config = dynamic_cast<const ftcc::InvalidArgument*>(&e) != nullptr;
-      g->fail_job(config ? ExitStatus::config_error : ExitStatus::job_error, e.what());
+      const bool internal = dynamic_cast<const ftcc::InternalError*>(&e) != nullptr;
+      g->fail_job(config ? ExitStatus::config_error : internal ? ExitStatus::internal : ExitStatus::job_error, e.what());
     }
   } catch (const JobError& e) {
     status = e.status();

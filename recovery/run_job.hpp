@@ -13,9 +13,10 @@
 //  - body returned: the survivors agree that all of them are done (ResilientGroup::all_finished,
 //    recovering if a rank died at the very end), the final group's rank 0 records the outcome,
 //    every survivor finalizes; status 0.
-//  - an exception left body on some rank (ftcc::InvalidArgument -> 2, anything else -> 4): it is
-//    a job-level error: ResilientGroup::fail_job agrees on it, the final group's rank 0 prints
-//    one line "NAME: job error on rank R at step S: what" and records it, every survivor
+//  - an exception left body on some rank (ftcc::InvalidArgument -> 2, ftcc::InternalError, a
+//    failed FTCC_INVARIANT, -> 1, anything else -> 4): it is a job-level error:
+//    ResilientGroup::fail_job agrees on it, the final group's rank 0 prints one line
+//    "NAME: job error on rank R at step S: what" (internal error, configuration error) and records it, every survivor
 //    finalizes and returns the status. A JobError thrown by the protocol inside body is the same.
 //  - QuorumLost (3) or comm::Timeout (a wait past its deadline: 1): this rank alone is in
 //    trouble; it prints one line naming itself and leaves without MPI_Finalize, which the exit

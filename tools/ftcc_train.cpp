@@ -292,6 +292,7 @@ int main(int argc, char** argv) {
     log_problem = "--log-json '" + cfg.log_json + "': " + log_problem;
   if (!configuration_accepted(error, rank) || !rank0_accepts(log_problem, rank)) {
     MPI_Finalize();
+    ftcc::recovery::job_record::refused(rank, 2);  // for tools/ftcc-run, should mpirun itself fail
     return 2;
   }
   if (!ft_off.empty() && rank == 0)

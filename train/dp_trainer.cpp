@@ -60,7 +60,7 @@ std::int64_t broadcast_state(fc::Communicator& comm, int root, nn::Module& model
     const bool host = std::all_of(list.begin(), list.end(), [](const auto& nt) { return nt.second.device() == Device::CPU; });
     if (host) {
       for (const auto& [name, t] : list) {
-        FTCC_CHECK(t.nbytes() % 4 == 0) << "state tensor '" << name << "': " << t.nbytes() << " bytes, not a multiple of 4";
+        FTCC_INVARIANT(t.nbytes() % 4 == 0) << "state tensor '" << name << "': " << t.nbytes() << " bytes, not a multiple of 4";
         fc::broadcast(comm, t.raw_data(), t.nbytes() / 4, fc::DType::i32, root);
         sent += static_cast<std::int64_t>(t.nbytes());
       }
@@ -68,7 +68,7 @@ std::int64_t broadcast_state(fc::Communicator& comm, int root, nn::Module& model
     }
     auto bytes = nn::pack_bytes(list);
     sent += static_cast<std::int64_t>(bytes.size());
-    FTCC_CHECK(bytes.size() % 4 == 0) << "state bytes not a multiple of 4";
+    FTCC_INVARIANT(bytes.size() % 4 == 0) << "state bytes not a multiple of 4";
     fc::broadcast(comm, bytes.data(), bytes.size() / 4, fc::DType::i32, root);
     if (comm.rank() != root) nn::unpack_bytes(list, bytes);
   };
@@ -81,7 +81,7 @@ std::int64_t broadcast_state(fc::Communicator& comm, int root, nn::Module& model
 
 TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGroup& g) {
   cfg.validate();
-  FTCC_CHECK(cfg.parallel == Parallel::dp) << "train_data_parallel called with --parallel " << choice_name(cfg.parallel);
+  FTCC_INVARIANT(cfg.parallel == Parallel::dp) << "train_data_parallel called with --parallel " << choice_name(cfg.parallel);
   const auto t_start = Clock::now();
   const Device dev = cfg.device;
   FTCC_REQUIRE(dev == tensor::Device::CPU || tensor::cuda_available())
@@ -158,7 +158,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     if (ev.committed_min != ev.committed_max || !ev.joined.empty()) {
       int root = 0;  // the first rank at the most advanced step that held the state before
       while (root < grp.size() && (ev.committed[static_cast<size_t>(root)] != ev.committed_max || joined(root))) ++root;
-      FTCC_CHECK(root < grp.size()) << "no survivor holds the training state of step " << ev.committed_max;
+      FTCC_CHECK_T(::ftcc::Error, root < grp.size()) << "no survivor holds the training state of step " << ev.committed_max;
       const auto t0 = Clock::now();
       const std::int64_t bytes = broadcast_state(grp.comm(), root, *model, *opt, p);
       grp.record_state_transfer(bytes, seconds_since(t0) * 1e3);
@@ -256,7 +256,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     // Every rank now holds the same loss, verdict and tally, so every rank decides alike.
     require_finite(stats[0], stats[1] == 0.0, p.step, cfg);
     const auto step_tally = data::SampleTally::from_doubles(stats + 2);
-    FTCC_CHECK(step_tally.count == B) << "step " << p.step << " fed " << step_tally.count << " samples, batch is "
+    FTCC_INVARIANT(step_tally.count == B) << "step " << p.step << " fed " << step_tally.count << " samples, batch is "
                                       << B;
     // Commit: the allreduce completed, so this rank holds the full gradient of step p.step.
     opt->step();

@@ -8,8 +8,8 @@
 namespace ftcc::train {
 
 int exact_sum_exponent(float max_abs_value, std::int64_t n_total) {
-  FTCC_CHECK(n_total > 0) << "exact sum over no contributions";
-  FTCC_CHECK(std::isfinite(max_abs_value)) << "gradient is not finite (max |g| = " << max_abs_value
+  FTCC_INVARIANT(n_total > 0) << "exact sum over no contributions";
+  FTCC_CHECK_T(::ftcc::Error, std::isfinite(max_abs_value)) << "gradient is not finite (max |g| = " << max_abs_value
                                            << "): lower the learning rate or check the data";
   if (max_abs_value == 0.0f) return 0;
   int k = 0;
@@ -19,18 +19,18 @@ int exact_sum_exponent(float max_abs_value, std::int64_t n_total) {
 }
 
 void accumulate_fixed(std::span<const float> values, int e, std::span<std::int64_t> acc) {
-  FTCC_CHECK_EQ(values.size(), acc.size()) << "accumulate_fixed";
+  FTCC_INVARIANT((values.size()) == (acc.size())) << ::ftcc::detail::both_values((values.size()), (acc.size())) << "accumulate_fixed";
   for (std::size_t i = 0; i < values.size(); ++i) {
     const double x = std::ldexp(static_cast<double>(values[i]), e);
     // llrint of NaN or of a value beyond int64 is unspecified (INT64_MIN on x86): refuse instead.
-    FTCC_CHECK(std::fabs(x) < 0x1p63) << "accumulate_fixed: value " << values[i] << " at index " << i
+    FTCC_CHECK_T(::ftcc::Error, std::fabs(x) < 0x1p63) << "accumulate_fixed: value " << values[i] << " at index " << i
                                       << " does not fit 64-bit fixed point at scale 2^" << e;
     acc[i] += std::llrint(x);
   }
 }
 
 void fixed_to_float(std::span<const std::int64_t> acc, int e, std::span<float> out) {
-  FTCC_CHECK_EQ(acc.size(), out.size()) << "fixed_to_float";
+  FTCC_INVARIANT((acc.size()) == (out.size())) << ::ftcc::detail::both_values((acc.size()), (out.size())) << "fixed_to_float";
   for (std::size_t i = 0; i < acc.size(); ++i)
     out[i] = static_cast<float>(std::ldexp(static_cast<double>(acc[i]), -e));
 }

@@ -111,7 +111,7 @@ class Driver {
  private:
   static Digest validated_hash(const TrainConfig& cfg, recovery::ResilientGroup& g) {
     cfg.validate();  // refuses what this driver does not support
-    FTCC_CHECK(cfg.parallel != Parallel::dp) << "train_model_parallel called with --parallel dp";
+    FTCC_INVARIANT(cfg.parallel != Parallel::dp) << "train_model_parallel called with --parallel dp";
     return g.respawned() ? config_digest(cfg) : check_same_config(cfg, g.pool(), g.pool_members());
   }
 
@@ -192,7 +192,7 @@ class Driver {
     fc::allreduce(c, fc::kInPlace, stats, sums.size(), fc::DType::f64, fc::ReduceOp::sum);
     require_finite(stats[0], stats[1] == 0.0, p_.step, cfg_);
     const auto tally = data::SampleTally::from_doubles(stats + 2);
-    FTCC_CHECK(tally.count == static_cast<std::int64_t>(ids.size()))
+    FTCC_INVARIANT(tally.count == static_cast<std::int64_t>(ids.size()))
         << s_->name() << ": step " << p_.step << " fed " << tally.count << " rows, the batch has " << ids.size();
     if (model_) s_->apply();
     p_.add(tally);
@@ -442,12 +442,12 @@ TrainSummary train_model_parallel(const TrainConfig& cfg, recovery::ResilientGro
 }
 
 TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::ResilientGroup& group) {
-  FTCC_CHECK(cfg.pipeline()) << "train_pipeline_parallel called with --parallel " << choice_name(cfg.parallel);
+  FTCC_INVARIANT(cfg.pipeline()) << "train_pipeline_parallel called with --parallel " << choice_name(cfg.parallel);
   return train_model_parallel(cfg, group, make_pipeline_strategy);
 }
 
 TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGroup& group) {
-  FTCC_CHECK(cfg.tensor_parallel()) << "train_tensor_parallel called with --parallel " << choice_name(cfg.parallel);
+  FTCC_INVARIANT(cfg.tensor_parallel()) << "train_tensor_parallel called with --parallel " << choice_name(cfg.parallel);
   return train_model_parallel(cfg, group, make_tensor_strategy);
 }
 

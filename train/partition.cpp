@@ -45,7 +45,7 @@ std::vector<int> partition_layers(const std::vector<std::int64_t>& cost, int par
 int stage_of(const std::vector<int>& boundaries, int layer) {
   for (std::size_t s = 0; s + 1 < boundaries.size(); ++s)
     if (layer >= boundaries[s] && layer < boundaries[s + 1]) return static_cast<int>(s);
-  FTCC_CHECK(false) << "layer " << layer << " is in no stage";
+  FTCC_INVARIANT(false) << "layer " << layer << " is in no stage";
   return -1;
 }
 

@@ -5,7 +5,7 @@
 namespace ftcc::train {
 namespace {
 std::size_t words(const Bytes& b) {
-  FTCC_CHECK(b.size() % 4 == 0) << "state bytes not a multiple of 4 (" << b.size() << ")";
+  FTCC_INVARIANT(b.size() % 4 == 0) << "state bytes not a multiple of 4 (" << b.size() << ")";
   return b.size() / 4;
 }
 }  // namespace

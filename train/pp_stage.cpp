@@ -12,7 +12,7 @@ nn::NamedTensors layer_state(const nn::NamedTensors& params, const nn::NamedTens
   nn::NamedTensors out;
   for (const auto& nt : params)
     if (nt.first.starts_with(prefix)) out.push_back(nt);
-  FTCC_CHECK(out.size() == 2) << "layer " << layer << ": expected weight and bias named " << prefix << "*";
+  FTCC_INVARIANT(out.size() == 2) << "layer " << layer << ": expected weight and bias named " << prefix << "*";
   bool step = false;
   for (const auto& nt : opt_state) {
     if (nt.first.starts_with(prefix)) out.push_back(nt);
@@ -21,14 +21,14 @@ nn::NamedTensors layer_state(const nn::NamedTensors& params, const nn::NamedTens
       step = true;
     }
   }
-  FTCC_CHECK(step) << "optimizer state has no 'step'";
+  FTCC_INVARIANT(step) << "optimizer state has no 'step'";
   return out;
 }
 
 PipelineStage::PipelineStage(const TrainConfig& cfg, const std::vector<std::int64_t>& widths, int first, int last)
     : widths_(widths), first_(first), last_(last), activation_(cfg.activation) {
   const int L = static_cast<int>(widths.size()) - 1;
-  FTCC_CHECK(0 <= first && first < last && last <= L) << "stage [" << first << ", " << last << ") of " << L << " layers";
+  FTCC_INVARIANT(0 <= first && first < last && last <= L) << "stage [" << first << ", " << last << ") of " << L << " layers";
   for (int i = first; i < last; ++i) {
     auto lin = std::make_shared<nn::Linear>(widths[static_cast<std::size_t>(i)], widths[static_cast<std::size_t>(i) + 1]);
     // nn::mlp puts layer i at module index 2i and seeds each module with mix_seed(seed, index).
@@ -50,7 +50,7 @@ tensor::Tensor PipelineStage::forward(const tensor::Tensor& x) const {
 }
 
 nn::NamedTensors PipelineStage::layer_state(int layer) const {
-  FTCC_CHECK(holds(layer)) << "stage [" << first_ << ", " << last_ << ") does not hold layer " << layer;
+  FTCC_INVARIANT(holds(layer)) << "stage [" << first_ << ", " << last_ << ") does not hold layer " << layer;
   return train::layer_state(params_, opt_->state_dict(), layer);
 }
 
@@ -58,7 +58,7 @@ std::vector<std::byte> PipelineStage::pack_layer(int layer) const { return nn::p
 
 void PipelineStage::unpack_layer(int layer, std::span<const std::byte> bytes) {
   const auto list = layer_state(layer);
-  FTCC_CHECK(bytes.size() == nn::total_bytes(list)) << "layer " << layer << ": state of " << bytes.size()
+  FTCC_INVARIANT(bytes.size() == nn::total_bytes(list)) << "layer " << layer << ": state of " << bytes.size()
                                                     << " bytes, expected " << nn::total_bytes(list);
   nn::unpack_bytes(list, bytes);
 }

@@ -59,7 +59,7 @@ class PipelineStrategy final : public ModelParallelStrategy {
 
   // A layer keeps its identity across partitions: a rank needs exactly the layers of its new stage.
   std::vector<int> restore_units(int of, int n, int r) const override {
-    FTCC_CHECK(of == L_) << "pp: a copy of " << of << " units for a model of " << L_ << " layers";
+    FTCC_INVARIANT(of == L_) << "pp: a copy of " << of << " units for a model of " << L_ << " layers";
     std::vector<int> out;
     for (const UnitKey& u : units_of(n, r)) out.push_back(u.index);
     return out;
@@ -79,7 +79,7 @@ class PipelineStrategy final : public ModelParallelStrategy {
                  std::int64_t epoch, Pins& pins) override {
     const int me = c.rank(), n = c.size();
     const bool first = me == 0, last = me == n - 1;
-    FTCC_CHECK(stage_->first() == units_of(n, me).front().index) << "pp: stage built for another partition";
+    FTCC_INVARIANT(stage_->first() == units_of(n, me).front().index) << "pp: stage built for another partition";
     const auto B = static_cast<std::int64_t>(ids.size());
     const double denom = static_cast<double>(global_rows * widths_.back());
     data::Batch b;

@@ -14,7 +14,7 @@ void ReplicaStore::put(std::int64_t step, UnitKey key, Bytes bytes) {
 
 const std::shared_ptr<Bytes>& ReplicaStore::get(std::int64_t step, UnitKey key) const {
   const auto s = m_.find(step);
-  FTCC_CHECK(s != m_.end() && s->second.count(key)) << "replica store: no unit " << key.index << " of " << key.of
+  FTCC_INVARIANT(s != m_.end() && s->second.count(key)) << "replica store: no unit " << key.index << " of " << key.of
                                                     << " at step " << step;
   return s->second.at(key);
 }

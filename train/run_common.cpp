@@ -110,7 +110,7 @@ TrainProgress agree_progress(fc::Communicator& c, const TrainProgress* mine, std
                         data::digest_hex(std::bit_cast<std::uint64_t>(e[5])) + ")");
   }
   if (!chosen) throw ftcc::Error("no survivor recorded the training progress of step " + std::to_string(step));
-  FTCC_CHECK(chosen[3] == step) << "progress recorded for step " << chosen[3] << ", rolling back to " << step;
+  FTCC_INVARIANT(chosen[3] == step) << "progress recorded for step " << chosen[3] << ", rolling back to " << step;
   return TrainProgress{{chosen[1], chosen[2]}, chosen[3], chosen[4], std::bit_cast<std::uint64_t>(chosen[5])};
 }
 
@@ -248,7 +248,7 @@ FinalMetrics final_metrics(fc::Communicator& c, nn::Module* model, const data::D
   std::int64_t digest_words[4] = {0, 0, 0, 0};
   static_assert(sizeof digest_words == sizeof(Digest));
   if (c.rank() == 0) {
-    FTCC_CHECK(model != nullptr) << "final_metrics: rank 0 holds no model";
+    FTCC_INVARIANT(model != nullptr) << "final_metrics: rank 0 holds no model";
     result[0] = mse_on(*model, train, dev);
     result[1] = classification ? accuracy_on(*model, test, dev) : mse_on(*model, test, dev);
     const Digest d = sha256_of(model->named_parameters());
@@ -275,7 +275,7 @@ std::optional<StartPoint> load_checkpoint_on_rank0(fc::Communicator& c, const st
           << "); give the --checkpoint-dir of the run to continue";
       CheckpointStore from(dir, cfg, widths);  // refuses a checkpoint of another configuration
       if (auto info = from.newest_valid([&](const std::string& note) { log.note(note); })) {
-        FTCC_CHECK(model && opt) << "load_checkpoint_on_rank0: rank 0 has no model to load into";
+        FTCC_INVARIANT(model && opt) << "load_checkpoint_on_rank0: rank 0 has no model to load into";
         CheckpointStore::load(*info, *model, *opt);  // validates everything before changing anything
         v.head[0] = 1;
         v.head[1] = info->step;
@@ -301,7 +301,7 @@ void load_init_weights_on_rank0(fc::Communicator& c, const TrainConfig& cfg, nn:
   if (c.rank() == 0) {
     try {
       const auto file = nn::load_safetensors(cfg.init_weights);
-      FTCC_CHECK(model) << "load_init_weights_on_rank0: rank 0 has no model to load into";
+      FTCC_INVARIANT(model) << "load_init_weights_on_rank0: rank 0 has no model to load into";
       const nn::NamedTensors params = model->named_parameters();
       for (const auto& [name, t] : params)
         FTCC_REQUIRE(file.find(name) != nullptr)

@@ -12,7 +12,7 @@ namespace {
 struct MdCtx {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   MdCtx() {
-    FTCC_CHECK(ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1) << "SHA-256 init failed";
+    FTCC_INVARIANT(ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1) << "SHA-256 init failed";
   }
   ~MdCtx() { EVP_MD_CTX_free(ctx); }
   void update(const void* p, size_t n) { EVP_DigestUpdate(ctx, p, n); }

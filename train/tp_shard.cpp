@@ -10,7 +10,7 @@ namespace ftcc::train {
 SliceKind slice_kind(const std::string& name, int num_layers) {
   if (name == "step") return SliceKind::full;
   const auto dot = name.find('.');
-  FTCC_CHECK(dot != std::string::npos) << "tensor '" << name << "' is not an MLP tensor";
+  FTCC_INVARIANT(dot != std::string::npos) << "tensor '" << name << "' is not an MLP tensor";
   const int layer = std::stoi(name.substr(0, dot)) / 2;
   const bool weight = name.compare(dot + 1, 6, "weight") == 0;
   if (layer % 2 == 0 && layer + 1 < num_layers) return SliceKind::rows;  // column-parallel W and b
@@ -54,10 +54,10 @@ namespace {
 template <class Visit>
 void for_each_slice(const nn::NamedTensors& full, int num_layers, int n, int r, std::size_t packed_bytes,
                     Visit visit) {
-  FTCC_CHECK(packed_bytes == shard_bytes(full, num_layers, n, r))
+  FTCC_INVARIANT(packed_bytes == shard_bytes(full, num_layers, n, r))
       << "shard " << r << " of " << n << ": " << packed_bytes << " bytes, expected " << shard_bytes(full, num_layers, n, r);
   for (const auto& [name, t] : full) {
-    FTCC_CHECK(t.device() == tensor::Device::CPU) << "tp shards: '" << name << "' is not on the CPU";
+    FTCC_INVARIANT(t.device() == tensor::Device::CPU) << "tp shards: '" << name << "' is not on the CPU";
     auto* f = static_cast<std::byte*>(t.raw_data());
     const std::size_t esz = tensor::dtype_size(t.dtype());
     switch (slice_kind(name, num_layers)) {

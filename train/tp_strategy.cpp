@@ -167,7 +167,7 @@ class TensorStrategy final : public ModelParallelStrategy {
     return l;
   }
   void check_mine(UnitKey u) const {
-    FTCC_CHECK(u == split_) << "tp: shard " << u.index << " of " << u.of << " asked, this rank holds " << split_.index
+    FTCC_INVARIANT(u == split_) << "tp: shard " << u.index << " of " << u.of << " asked, this rank holds " << split_.index
                             << " of " << split_.of;
   }
   const tensor::Tensor& param(int layer, const char* what) const {

@@ -21,6 +21,24 @@ TEST(Check, FailingCheckThrowsWithContext) {
   }
 }
 
+TEST(Check, InvariantThrowsInternalErrorNotInvalidArgument) {
+  bool internal = false;
+  try {
+    const int chosen = 7, step = 6;
+    FTCC_INVARIANT(chosen == step) << "progress recorded for step " << chosen;
+  } catch (const ftcc::InvalidArgument&) {
+    ADD_FAILURE() << "an invariant is not the caller's mistake: it must not be InvalidArgument (exit status 2)";
+  } catch (const ftcc::InternalError& e) {
+    internal = true;
+    const std::string m = e.what();
+    EXPECT_NE(m.find("error_test.cpp:"), std::string::npos) << m;
+    EXPECT_NE(m.find("internal invariant failed (a bug in ftcc): chosen == step"), std::string::npos) << m;
+    EXPECT_NE(m.find("progress recorded for step 7"), std::string::npos) << m;
+  }
+  EXPECT_TRUE(internal);
+  EXPECT_NO_THROW(FTCC_INVARIANT(true) << "never shown");
+}
+
 TEST(CommErrors, ProcessFailedNamesRanksAndStep) {
   ftcc::comm::ProcessFailed e("ring_allreduce", {1, 3}, 75, 42);
   const std::string m = e.what();

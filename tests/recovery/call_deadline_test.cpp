@@ -79,4 +79,7 @@ TEST(FaultSpecRecoveryPoints, ParsesTheNewKindsAndPhases) {
   EXPECT_EQ(fr::parse_fault_spec("throw:rank=2:step=9").kind, fr::FaultKind::throw_error);
   EXPECT_THROW(fr::parse_fault_spec("throw:rank=2:step=9:phase=agree"), ftcc::InvalidArgument)
       << "an exception inside the protocol's own calls is not a fault a user can meet";
+  EXPECT_EQ(fr::parse_fault_spec("invariant:rank=1:step=5").kind, fr::FaultKind::invariant);
+  EXPECT_EQ(fr::parse_fault_spec("invariant:rank=1:step=5:phase=hooks").phase, fr::FaultPhase::hooks);
+  EXPECT_THROW(fr::parse_fault_spec("invariant:rank=1:step=5:phase=shrink"), ftcc::InvalidArgument);
 }

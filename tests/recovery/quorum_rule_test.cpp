@@ -150,9 +150,9 @@ TEST(QuorumRule, QuorumLostCarriesTheReason) {
 
 TEST(QuorumRule, InconsistentInputIsRefused) {
   fr::QuorumInput both{{0, 1}, {1, 2}, {}};
-  EXPECT_THROW(fr::decide_quorum(both), ftcc::InvalidArgument);
+  EXPECT_THROW(fr::decide_quorum(both), ftcc::InternalError);
   fr::QuorumInput stray{{0, 1}, {2}, {3}};
-  EXPECT_THROW(fr::decide_quorum(stray), ftcc::InvalidArgument);
+  EXPECT_THROW(fr::decide_quorum(stray), ftcc::InternalError);
   fr::QuorumInput twice{{0, 0}, {2}, {}};
-  EXPECT_THROW(fr::decide_quorum(twice), ftcc::InvalidArgument);
+  EXPECT_THROW(fr::decide_quorum(twice), ftcc::InternalError);
 }

@@ -140,6 +140,12 @@ elif case == "embed_throw_on_rank1":
     expect(rc, 4, out, line="exit_status_prog: job error on rank 1 at step 5: rank 1 cannot open its input shard",
            no_recovery_line=True)
 
+elif case == "embed_invariant_on_rank1":
+    # A failed FTCC_INVARIANT is a bug, not the user's input: exit 1 ("internal error"), not 2.
+    rc, out, _ = job(3, PROG, "invariant-on-rank1")
+    expect(rc, 1, out, line="exit_status_prog: internal error on rank 1 at step 5: ", no_recovery_line=True)
+    check("internal invariant failed (a bug in ftcc): step == expected_step" in out, "the line names the invariant")
+
 elif case.startswith("checkpoint_unwritable_np"):
     n = int(case[len("checkpoint_unwritable_np"):])
     w = Workspace()
@@ -163,6 +169,13 @@ elif case == "throw_on_rank1":
     w = Workspace()
     rc, out, _ = job(3, TRAIN, *MODEL, "--steps", "12", *w.train_args(), "--inject", "throw:rank=1:step=5")
     expect(rc, 4, out, line="ftcc-train: job error on rank 1 at step 5: injected error on rank 1", no_recovery_line=True)
+    w.check_kept(new_checkpoints_allowed=False)
+
+elif case == "invariant_on_rank1":
+    w = Workspace()
+    rc, out, _ = job(3, TRAIN, *MODEL, "--steps", "12", *w.train_args(), "--inject", "invariant:rank=1:step=5")
+    expect(rc, 1, out, line="ftcc-train: internal error on rank 1 at step 5: injected invariant failure on rank 1",
+           no_recovery_line=True)
     w.check_kept(new_checkpoints_allowed=False)
 
 elif case == "non_finite_loss":

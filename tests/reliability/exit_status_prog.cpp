@@ -3,6 +3,7 @@
 // badly. Usage (under tools/ftcc-run):
 //   exit_status_prog loop [FAULT_SPEC...]   20 steps of a resilient allreduce; checks each sum
 //   exit_status_prog throw-on-rank1         rank 1 throws at step 5: a job-level error (4)
+//   exit_status_prog invariant-on-rank1     rank 1's FTCC_INVARIANT fails at step 5: internal error (1)
 //   exit_status_prog exit-all               every rank makes a ResilientGroup, then exit(1)
 #include <mpi.h>
 
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ftcc/base/error.hpp"
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/recovery/fault_spec.hpp"
 #include "ftcc/recovery/resilient_group.hpp"
@@ -37,6 +39,8 @@ int main(int argc, char** argv) {
       g.begin_step(step);
       if (mode == "throw-on-rank1" && g.original_rank() == 1 && step == 5)
         throw std::runtime_error("rank 1 cannot open its input shard");
+      const std::int64_t expected_step = mode == "invariant-on-rank1" && g.original_rank() == 1 ? 4 : 5;
+      if (step == 5) FTCC_INVARIANT(step == expected_step) << "the loop's step and its record disagree";
       double sum = 0;
       // fn rebuilds its input on every attempt: a retry after a failure starts from scratch.
       const bool ran = g.run(step, [&](fc::Communicator& c) {

@@ -18,7 +18,10 @@ a job that failed never exits 0, the job folder is the job's own.
                      exit 5 in bounded time, the stopped rank gone, its record says why
   bad_flags          --startup-timeout abc, FTCC_FINISH_GRACE=-1, FTCC_STARTUP_TIMEOUT=nan (ftcc-run) and
                      FTCC_ULFM_TIMEOUT_S=5abc or 0 (every rank, before any communication): exit 2,
-                     one line each, no rank record
+                     one line each, no rank record but the refusals (rank-R.joining, .exited)
+  mpirun_crash       the same refusal when mpirun itself crashes afterwards (SIGSEGV, as Open MPI's
+                     was seen to when every rank left at once with status 2): exit 2 from the
+                     ranks' records, and a line saying mpirun's status
 """
 import glob, os, signal, subprocess, sys, tempfile, time
 
@@ -137,7 +140,37 @@ def case_bad_flags():
         rc = job.wait(timeout=60)
         check(rc == 2, f"bad flags {flags or env}: exit 2 (got {rc})")
         check(lines_with(job.out, text) == 1, f"bad flags {flags or env}: one line says what is wrong")
-        check(not os.path.exists(job.dir) or not os.listdir(job.dir), f"bad flags {flags or env}: nothing started")
+        records = sorted(os.listdir(job.dir)) if os.path.exists(job.dir) else []
+        # ftcc-run's own flags: no folder content at all; a rank's refusal: its rank-R.joining and
+        # rank-R.exited (status 2, after MPI_Finalize), nothing started.
+        refusals = [f for f in records if not f.endswith((".joining", ".exited"))]
+        exited = [open(os.path.join(job.dir, f)).read().strip() for f in records if f.endswith(".exited")]
+        check(not refusals and all(e == "status 2" for e in exited),
+              f"bad flags {flags or env}: nothing started, each record a refusal with status 2: {records} {exited}")
+
+
+def case_mpirun_crash():
+    """Open MPI's mpirun was seen to crash (SIGSEGV, exit 139) when every rank left at once with
+    status 2. The ranks' refusal records decide: ftcc-run reports 2 and says what mpirun did. The
+    crash is real: this job's mpirun is a wrapper that runs Open MPI's and then raises SIGSEGV."""
+    real = os.environ["FTCC_MPI_PREFIX"]
+    fake = tempfile.mkdtemp(prefix="ftcc-crashing-mpi-")
+    for entry in os.listdir(real):
+        if entry != "bin":
+            os.symlink(os.path.join(real, entry), os.path.join(fake, entry))
+    os.mkdir(os.path.join(fake, "bin"))
+    for entry in os.listdir(os.path.join(real, "bin")):
+        if entry != "mpirun":
+            os.symlink(os.path.join(real, "bin", entry), os.path.join(fake, "bin", entry))
+    with open(os.path.join(fake, "bin", "mpirun"), "w") as f:
+        f.write(f'#!/bin/sh\n"{real}/bin/mpirun" "$@"\nkill -SEGV $$\n')
+    os.chmod(os.path.join(fake, "bin", "mpirun"), 0o755)
+    job = Job(3, [PROG, "5", "10", progress_file()], env={"FTCC_MPI_PREFIX": fake, "FTCC_ULFM_TIMEOUT_S": "5abc"})
+    rc = job.wait(timeout=60)
+    check(rc == 2, f"mpirun crashed after every rank refused with status 2: exit 2 (got {rc})")
+    check(lines_with(job.out, "FTCC_ULFM_TIMEOUT_S='5abc': not a number of seconds") == 1, "the ranks' line, once")
+    check(lines_with(job.out, "ftcc-run: mpirun exited with status 139, but every rank (3) had exited after "
+                              "MPI_Finalize with status 2: reporting 2") == 1, "ftcc-run's line says what mpirun did")
 
 
 cases = {k[len("case_"):]: v for k, v in globals().items() if k.startswith("case_")}
