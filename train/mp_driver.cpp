@@ -15,6 +15,7 @@
 #include "ftcc/tensor/host_buffers.hpp"
 #include "ftcc/tensor/storage.hpp"
 #include "ftcc/train/checkpoint_store.hpp"
+#include "ftcc/train/gradient_reducer.hpp"
 #include "ftcc/train/parallel_grid.hpp"
 #include "ftcc/train/pp_strategy.hpp"
 #include "ftcc/train/progress_reporter.hpp"
@@ -176,13 +177,7 @@ class Driver {
       const auto [b, e] = grid_.rows_of(grid_.replica_of(c.rank()), static_cast<std::int64_t>(ids.size()));
       const std::vector<std::int64_t> rows(ids.begin() + b, ids.begin() + e);
       share = s_->step(*model_, rows, static_cast<std::int64_t>(ids.size()), p_.cursor.epoch, pins_);
-      if (dp_)  // in place: pinned, as an interrupted allreduce may still write to them (Pins)
-        for (const auto& [name, t] : s_->params()) {
-          const tensor::Tensor g = t.grad();
-          pins_.keep(g);
-          fc::allreduce(*dp_, fc::kInPlace, g.data(), static_cast<std::size_t>(g.numel()), fc::DType::f32,
-                        fc::ReduceOp::sum);
-        }
+      if (dp_) share.gradients_finite = sum_over_replicas() && share.gradients_finite;
     }
     auto& sums = *pins_.keep(std::make_shared<std::vector<double>>(2 + data::SampleTally::kDoubles));
     double* stats = sums.data();
@@ -213,6 +208,25 @@ class Driver {
     const double loss = sums[0];
     pins_.completed();  // frees sums too
     return loss;
+  }
+
+  // The replicas' gradient sum: dp's reducer (train/gradient_reducer.hpp) over this rank's
+  // position in every replica: the gradients in one arena, one allreduce per bucket of
+  // --bucket-mb instead of one per tensor. A reducer belongs to one set of parameters: a stage
+  // or shard built anew (a re-partition) gets a new one. The arena is pinned for the step, as an
+  // interrupted allreduce may still write to it (Pins). Returns whether the sums are finite.
+  bool sum_over_replicas() {
+    const nn::NamedTensors& params = s_->params();
+    const bool same = reducer_ && reducer_params_.size() == params.size() &&
+                      std::equal(params.begin(), params.end(), reducer_params_.begin(),
+                                 [](const auto& p, const void* d) { return p.second.data() == d; });
+    if (!same) {
+      reducer_ = std::make_unique<GradientReducer>(params, static_cast<std::size_t>(cfg_.bucket_mb * 1024 * 1024));
+      reducer_params_.clear();
+      for (const auto& [name, t] : params) reducer_params_.push_back(t.data());
+    }
+    pins_.keep(reducer_->arena());
+    return reducer_->sum(*dp_);
   }
 
   // Snapshot this rank's units at the current step, send them to the next --replicas ranks of its
@@ -426,6 +440,8 @@ class Driver {
   ParallelGrid grid_;
   std::unique_ptr<fc::Communicator> model_;  // this rank's replica (null on an idle rank)
   std::unique_ptr<fc::Communicator> dp_;     // this rank's position in every replica (several replicas only)
+  std::unique_ptr<GradientReducer> reducer_;  // the replicas' gradient sum (with dp_), for these parameters:
+  std::vector<const void*> reducer_params_;   // their data (the reducer holds them: no address reuse)
   std::unique_ptr<CheckpointStore> ckpt_;
   TrainProgress p_;
   std::map<std::int64_t, TrainProgress> recorded_;  // the progress at each step the store holds
