@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <map>
+#include <semaphore>
 #include <string>
+#include <thread>
 
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/errors.hpp"
@@ -46,6 +48,12 @@ struct Result {
   std::vector<std::int64_t> data;  // allgather
   int new_comm = -1, new_rank = -1;  // shrink, split (-1: none)
   std::vector<int> kept, lost;       // shrink
+
+  static Result of(Kind k) {
+    Result r;
+    r.kind = k;
+    return r;
+  }
 };
 
 struct Op {
@@ -164,7 +172,7 @@ struct SimWorld::State {
       revoke(c);
       fault_point(p, kind, FaultWhen::inside);
       fault_point(p, kind, FaultWhen::after);
-      return Result{Result::Kind::ok, {}, {}, -1, -1, {}, {}};
+      return Result::of(Result::Kind::ok);
     }
     const std::uint64_t seq = is_ulfm(kind) ? c.ulfm_seq[static_cast<std::size_t>(m)]++ : c.seq[static_cast<std::size_t>(m)]++;
     Op& op = op_of(c, seq * 2 + (is_ulfm(kind) ? 1 : 0), kind);
@@ -369,7 +377,7 @@ struct SimWorld::State {
         for (std::size_t i = 0; i < c.procs.size(); ++i) {
           Result& r = op.result[i];
           if (r.kind == Result::Kind::pending || (all_in && r.kind == Result::Kind::ok && !rng.coin()))
-            r = Result{Result::Kind::failed, {}, {}, -1, -1, {}, {}};
+            r = Result::of(Result::Kind::failed);
         }
         wake(c, op);
       }
@@ -415,17 +423,12 @@ class SimFtComm final : public FtComm {
     if (r.kind != Result::Kind::ok) throw comm::ProcessFailed("MPIX_Comm_shrink (simulated)", failed_ranks(), 0);
     return {std::make_unique<SimFtComm>(s_, r.new_comm, r.new_rank), r.kept, r.lost};
   }
-  comm::Agreement agree(unsigned flag) override {
-    Contribution in;
-    in.flag = flag;
-    return s_->call(me(), comm_, member_, Call::agree, in).agreement;
-  }
+  comm::Agreement agree(unsigned flag) override { return agree_call(flag, /*unbounded=*/false); }
+  // The polled form waits without the ULFM deadline (a spare's wait); idle runs once first, as
+  // the MPI form runs it between polls.
   comm::Agreement agree_polled(unsigned flag, const std::function<void()>& idle) override {
     idle();
-    Contribution in;
-    in.flag = flag;
-    in.unbounded = true;
-    return s_->call(me(), comm_, member_, Call::agree, in).agreement;
+    return agree_call(flag, /*unbounded=*/true);
   }
   void allgather(const std::int64_t* mine, std::int64_t* all, std::size_t words) override {
     Contribution in;
@@ -449,6 +452,12 @@ class SimFtComm final : public FtComm {
   comm::Communicator* communicator() override { return nullptr; }
 
  private:
+  comm::Agreement agree_call(unsigned flag, bool unbounded) {
+    Contribution in;
+    in.flag = flag;
+    in.unbounded = unbounded;
+    return s_->call(me(), comm_, member_, Call::agree, in).agreement;
+  }
   const CommState& state() const { return *s_->comms[static_cast<std::size_t>(comm_)]; }
   Proc& me() const {
     return *s_->procs[static_cast<std::size_t>(state().procs[static_cast<std::size_t>(member_)])];

@@ -38,9 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <semaphore>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "ftcc/recovery/ft_comm.hpp"
