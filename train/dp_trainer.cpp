@@ -301,6 +301,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
                                         to_hex(sha256_of(params)), t_start);
   s.step_samples_per_s = report.steady_samples_per_s();
   s.peak_tensor_bytes = peak;
+  s.grid = std::to_string(g.size()) + (g.size() == 1 ? " rank" : " ranks");  // every rank one replica
   s.step_ms = timer.to_json();
   // Where the whole run's time went (rank 0's clock): set-up (data included) | steps | evaluation.
   s.wall_split_s = {{"setup", setup_s}, {"data", data_s}, {"evaluation", evaluation_s},

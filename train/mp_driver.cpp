@@ -20,6 +20,7 @@
 #include "ftcc/train/pp_strategy.hpp"
 #include "ftcc/train/progress_reporter.hpp"
 #include "ftcc/train/run_log.hpp"
+#include "ftcc/train/step_breakdown.hpp"
 #include "ftcc/train/tp_strategy.hpp"
 
 namespace ftcc::train {
@@ -43,7 +44,12 @@ class Driver {
   Driver(const TrainConfig& cfg, recovery::ResilientGroup& g, const StrategyFactory& make)
       : cfg_(cfg), g_(g), t_start_(Clock::now()), cfg_hash_(validated_hash(cfg, g)),
         // A hot spare makes the data alone (it is in no training group yet).
-        td_(load_training_data(cfg.dataset, cfg.seed, cfg.held_out, g.is_spare() ? nullptr : &g.comm())),
+        td_([&] {
+          const auto t_data = Clock::now();
+          TrainingData td = load_training_data(cfg.dataset, cfg.seed, cfg.held_out, g.is_spare() ? nullptr : &g.comm());
+          data_s_ = std::chrono::duration<double>(Clock::now() - t_data).count();
+          return td;
+        }()),
         widths_(model_widths(cfg.layers, td_, cfg.dataset)),
         s_(make(cfg, widths_, td_)),
         sampler_({.num_samples = td_.train.size(), .global_batch = cfg.batch, .seed = cfg.seed,
@@ -76,6 +82,8 @@ class Driver {
     double last_loss = 0;
     FinalMetrics final;
     std::int64_t peak = 0;
+    double evaluation_s = 0;
+    const double setup_s = std::chrono::duration<double>(Clock::now() - t_start_).count();
     tensor::reset_peak_cpu_tensor_memory();  // the steps' peak: data, model, optimizer, activations
     recovery::run_step_loop(g_, {
         .done = [&] { return done(); },
@@ -90,9 +98,11 @@ class Driver {
               auto& most = *pins_.keep(std::make_shared<std::int64_t>(tensor::cpu_tensor_memory().peak));
               fc::allreduce(c, fc::kInPlace, &most, 1, fc::DType::i64, fc::ReduceOp::max);
               peak = most;
+              const auto t_eval = Clock::now();
               gather_full(c);
               final = final_metrics(c, c.rank() == 0 ? full_.model.get() : nullptr, td_.train, td_.test,
                                     td_.classification);
+              evaluation_s = std::chrono::duration<double>(Clock::now() - t_eval).count();
             },
         .recovered = [&](const recovery::RecoveryEvent& ev) { report.recovered(ev); }});
     TrainSummary sum = TrainSummary::of_run(final.train_mse, last_loss, td_.classification, final.eval, p_.step,
@@ -101,6 +111,10 @@ class Driver {
     sum.step_samples_per_s = report.steady_samples_per_s();
     sum.grid = grid_.describe();
     sum.peak_tensor_bytes = peak;
+    sum.step_ms = timer_.to_json();
+    // Where the whole run's time went (rank 0's clock), as dp reports it.
+    sum.wall_split_s = {{"setup", setup_s}, {"data", data_s_}, {"evaluation", evaluation_s},
+                        {"steps", sum.wall_s - setup_s - evaluation_s}};
     if (!cfg_.quiet && model_)  // an idle rank (a spare that found no place in the grid) holds no part
       log_.note(std::string(s_->name()) + ": state " + std::to_string(s_->state_bytes()) +
                 " B, replica/snapshot store " + std::to_string(store_.bytes()) + " B on rank 0");
@@ -170,13 +184,16 @@ class Driver {
   double train_step(fc::Communicator& c, ProgressReporter& report) {
     // An idle rank holds no part: its copies go once the recovery that made it idle is over (inside
     // the hook they may still be needed by a retry after a further failure).
+    timer_.begin_step();
     if (!model_) store_.clear();
     const auto ids = sampler_.batch(p_.cursor);
+    timer_.mark(Phase::data);
     StepShare share;
     if (model_) {  // this replica's rows; the gradients summed over the replicas
       const auto [b, e] = grid_.rows_of(grid_.replica_of(c.rank()), static_cast<std::int64_t>(ids.size()));
       const std::vector<std::int64_t> rows(ids.begin() + b, ids.begin() + e);
       share = s_->step(*model_, rows, static_cast<std::int64_t>(ids.size()), p_.cursor.epoch, pins_);
+      timer_.mark(Phase::compute);
       if (dp_) share.gradients_finite = sum_over_replicas() && share.gradients_finite;
     }
     auto& sums = *pins_.keep(std::make_shared<std::vector<double>>(2 + data::SampleTally::kDoubles));
@@ -189,12 +206,15 @@ class Driver {
     const auto tally = data::SampleTally::from_doubles(stats + 2);
     FTCC_INVARIANT(tally.count == static_cast<std::int64_t>(ids.size()))
         << s_->name() << ": step " << p_.step << " fed " << tally.count << " rows, the batch has " << ids.size();
+    timer_.mark(Phase::exposed_comm);
     if (model_) s_->apply();
+    timer_.mark(Phase::optimizer);
     p_.add(tally);
     report.add_samples(tally.count);
     p_.cursor = sampler_.next(p_.cursor);
     ++p_.step;
     g_.set_committed_step(p_.step - 1);
+    timer_.end_step();
     if (p_.step % cfg_.replicate_every == 0) replicate();
     if (ckpt_ && cfg_.checkpoint_every > 0 && p_.step % cfg_.checkpoint_every == 0) {
       gather_full(c);
@@ -430,6 +450,7 @@ class Driver {
   const TrainConfig& cfg_;
   recovery::ResilientGroup& g_;
   Clock::time_point t_start_;
+  double data_s_ = 0;  // loading and preparing the data (before td_: td_'s initializer sets it)
   Digest cfg_hash_;
   TrainingData td_;
   std::vector<std::int64_t> widths_;
@@ -446,6 +467,7 @@ class Driver {
   TrainProgress p_;
   std::map<std::int64_t, TrainProgress> recorded_;  // the progress at each step the store holds
   ReplicaStore store_;
+  StepBreakdown timer_;  // rank 0's phases per step, for the summary's step_ms
   Pins pins_;
   FullModel full_;  // rank 0 only
   std::string start_path_;

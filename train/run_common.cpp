@@ -366,7 +366,7 @@ nlohmann::json TrainSummary::to_json() const {
           {"wall_split_s", wall_split_s},
           {"wall_s", wall_s}};
   j["peak_tensor_bytes"] = peak_tensor_bytes;
-  if (!grid.empty()) j["grid"] = grid;
+  j["grid"] = grid;
   return j;
 }
 

@@ -69,10 +69,10 @@ struct TrainSummary {
   double wall_s = 0;
   double samples_per_s = 0;         // whole run: samples_seen / wall_s (set-up and evaluation included)
   double step_samples_per_s = 0;    // steady state: ProgressReporter::steady_samples_per_s
-  nlohmann::json step_ms;           // dp: this rank's median ms per step phase (train/step_breakdown.hpp)
-  nlohmann::json wall_split_s;      // dp: wall_s as set-up (of which data), steps and final evaluation
-  // Model-parallel only (in the JSON when set): the final grid ("2 replicas x 2 ranks",
-  // train/parallel_grid.hpp).
+  nlohmann::json step_ms;           // this rank's median ms per step phase (train/step_breakdown.hpp)
+  nlohmann::json wall_split_s;      // wall_s as set-up (of which data), steps and final evaluation
+  // The final layout of the ranks: dp "4 ranks"; pp, tp and the hybrids "2 replicas x 2 ranks"
+  // (train/parallel_grid.hpp).
   std::string grid;
   // The largest, over the ranks, of the bytes CPU tensors held at once during the steps
   // (tensor/storage.hpp: data, model, optimizer state, activations, buffers; --device cuda: the

@@ -12,6 +12,7 @@ const char* phase_name(Phase p) {
     case Phase::backward: return "backward";
     case Phase::exposed_comm: return "exposed_comm";
     case Phase::optimizer: return "optimizer";
+    case Phase::compute: return "compute";
   }
   return "?";
 }
@@ -24,6 +25,7 @@ void StepBreakdown::begin_step() {
 void StepBreakdown::mark(Phase p) {
   const auto now = Clock::now();
   current_[static_cast<std::size_t>(p)] += std::chrono::duration<double, std::milli>(now - last_).count();
+  marked_[static_cast<std::size_t>(p)] = true;
   last_ = now;
 }
 
@@ -47,6 +49,7 @@ nlohmann::json StepBreakdown::to_json() const {
   nlohmann::json j{{"steps", window_.size()}};
   std::vector<double> column(window_.size()), total(window_.size());
   for (std::size_t ph = 0; ph < kPhases; ++ph) {
+    if (!marked_[ph]) continue;
     for (std::size_t s = 0; s < window_.size(); ++s) column[s] = window_[s][ph];
     j[phase_name(static_cast<Phase>(ph))] = median(column);
   }

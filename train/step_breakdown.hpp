@@ -11,7 +11,10 @@
 // cover the last kStepWindow steps after it (the memory stays bounded on a long run).
 // Phases: data (sampler and batch gather), forward (model and loss), backward (autograd, which
 // with overlap also starts bucket allreduces), exposed_comm (waiting for the reductions after
-// backward, plus the step's statistics allreduce: communication that did not overlap), optimizer.
+// backward, plus the step's statistics allreduce: communication that did not overlap), optimizer;
+// compute (pp and tp: forward and backward together, as a pipeline or tensor-parallel step
+// interleaves them with its point-to-point sends and its pairs' allreduces). to_json() names only
+// the phases a trainer marks: dp's five, or pp/tp's data, compute, exposed_comm, optimizer.
 // Wall-clock time on a steady clock, taken on the host: on an oversubscribed machine a phase
 // includes the time the rank was descheduled, and with --device cuda a phase measures what the
 // host spends (launching kernels); device time shows where the host waits for the device (the
@@ -27,8 +30,8 @@
 
 namespace ftcc::train {
 
-enum class Phase : std::size_t { data, forward, backward, exposed_comm, optimizer };
-inline constexpr std::size_t kPhases = 5;
+enum class Phase : std::size_t { data, forward, backward, exposed_comm, optimizer, compute };
+inline constexpr std::size_t kPhases = 6;
 inline constexpr std::size_t kStepWindow = 4096;
 const char* phase_name(Phase p);
 
@@ -46,6 +49,7 @@ class StepBreakdown {
   using Clock = std::chrono::steady_clock;
   Clock::time_point last_;
   std::array<double, kPhases> current_{};
+  std::array<bool, kPhases> marked_{};  // phases marked in any step
   std::size_t ended_ = 0;
   std::vector<std::array<double, kPhases>> window_;  // ring of the last kStepWindow steps after the first
 };

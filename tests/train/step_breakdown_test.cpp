@@ -40,7 +40,9 @@ TEST(StepBreakdown, PhasesGetTheTimeBeforeTheirMarkAndTheFirstStepIsLeftOut) {
   EXPECT_LT(j["forward"].get<double>(), 30.0);  // not step 1's 60 ms
   EXPECT_GE(j["backward"].get<double>(), 15.0);
   EXPECT_EQ(j["optimizer"].get<double>(), 0.0);  // only the unfinished step had any
-  EXPECT_EQ(j["data"].get<double>(), 0.0);
+  // Phases never marked are not named: dp's summary has no "compute", pp's and tp's no "forward".
+  EXPECT_FALSE(j.contains("data")) << j.dump();
+  EXPECT_FALSE(j.contains("compute")) << j.dump();
   EXPECT_GE(j["total"].get<double>(), 17.0);
   EXPECT_LT(j["total"].get<double>(), 60.0);
 }

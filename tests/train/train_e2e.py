@@ -609,7 +609,20 @@ elif case == "pp_fault_free_matches_single_process":
         samples_exact(s, 6 * DIGITS_TRAIN, f"pp on {n} ranks")
         check(abs(s["eval_metric"] - base["eval_metric"]) < 0.01, f"pp on {n} ranks: accuracy {s['eval_metric']:.4f} vs {base['eval_metric']:.4f}")
         shas.add(s["param_sha256"])
+        if n == 4:
+            pp4 = s
     check(len(shas) == 1, f"pp on 1..4 ranks: one SHA-256 ({len(shas)} distinct)")
+    # Every mode reports the same summary fields; pp's step phases are its own (train/step_breakdown.hpp).
+    check(set(pp4) == set(base), f"pp and dp summaries: the same fields (differ: {sorted(set(pp4) ^ set(base))})")
+    check(base["grid"] == "1 rank" and pp4["grid"] == "1 replica x 4 ranks", f"grid: dp {base['grid']!r}, pp {pp4['grid']!r}")
+    ms = pp4["step_ms"]
+    phases = ("data", "compute", "exposed_comm", "optimizer")
+    check(ms is not None and set(ms) == {"steps", "total", *phases} and ms["steps"] == pp4["steps"] - 1
+          and ms["compute"] > 0 and 0.5 * ms["total"] <= sum(ms[p] for p in phases) <= 2 * ms["total"],
+          f"pp step_ms: {ms}")
+    split = pp4["wall_split_s"]
+    check(split is not None and 0 < split["data"] <= split["setup"] < pp4["wall_s"] and split["steps"] > 0
+          and split["evaluation"] > 0, f"pp wall_split_s {split}, wall_s {pp4['wall_s']}")
 
 elif case in MP_FAULT_CASES:
     bases = {}
