@@ -27,6 +27,7 @@
 #include "ftcc/tensor/ops.hpp"
 #include "ftcc/train/checkpoint_store.hpp"
 #include "ftcc/train/gradient_reducer.hpp"
+#include "ftcc/train/pinned_buffers.hpp"
 #include "ftcc/train/progress_reporter.hpp"
 #include "ftcc/train/run_log.hpp"
 #include "ftcc/train/state_hash.hpp"
@@ -48,9 +49,11 @@ std::array<std::int64_t, 5> progress_words(const Progress& p) {
   return {p.cursor.epoch, p.cursor.step, p.step, p.samples_seen, std::bit_cast<std::int64_t>(p.samples_digest)};
 }
 
-// Progress, parameters and optimizer state from root; returns the bytes sent.
-std::int64_t broadcast_state(fc::Communicator& comm, int root, nn::Module& model, optim::Optimizer& opt, Progress& p) {
-  std::array<std::int64_t, 5> head = progress_words(p);
+// Progress, parameters and optimizer state from root; returns the bytes sent. The buffers that are
+// not the model's own are pinned (an interrupted broadcast may still write to them).
+std::int64_t broadcast_state(fc::Communicator& comm, int root, nn::Module& model, optim::Optimizer& opt, Progress& p,
+                             Pins& pins) {
+  auto& head = *pins.keep(std::make_shared<std::array<std::int64_t, 5>>(progress_words(p)));
   fc::broadcast(comm, head.data(), head.size(), fc::DType::i64, root);
   p = Progress{{head[0], head[1]}, head[2], head[3], std::bit_cast<std::uint64_t>(head[4])};
   std::int64_t sent = sizeof head;
@@ -66,7 +69,7 @@ std::int64_t broadcast_state(fc::Communicator& comm, int root, nn::Module& model
       }
       return;
     }
-    auto bytes = nn::pack_bytes(list);
+    auto& bytes = *pins.keep(std::make_shared<std::vector<std::byte>>(nn::pack_bytes(list)));
     sent += static_cast<std::int64_t>(bytes.size());
     FTCC_INVARIANT(bytes.size() % 4 == 0) << "state bytes not a multiple of 4";
     fc::broadcast(comm, bytes.data(), bytes.size() / 4, fc::DType::i32, root);
@@ -109,6 +112,9 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   const nn::NamedTensors params = model->named_parameters();
   auto opt = make_optimizer(cfg, params);
   GradientReducer reducer(params, static_cast<std::size_t>(cfg.bucket_mb * 1024 * 1024));
+  // The buffers of the collectives that are not the model's or the reducer's (train/pinned_buffers.hpp):
+  // released when their step or state transfer completed, kept for good when a failure interrupted it.
+  Pins pins;
 
   const int n0 = g.initial_size();
   std::int64_t global_batch = cfg.batch;
@@ -133,10 +139,12 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     FTCC_REQUIRE(at.has_value()) << "--resume '" << cfg.resume << "': no valid checkpoint found there";
     p = at->progress;
     log.note("resumed from " + at->path + " (step " + std::to_string(p.step) + ")");
-    broadcast_state(g.comm(), 0, *model, *opt, p);
+    broadcast_state(g.comm(), 0, *model, *opt, p, pins);
+    pins.completed();
   } else if (!cfg.init_weights.empty()) {
     load_init_weights_on_rank0(g.comm(), cfg, model.get());
-    broadcast_state(g.comm(), 0, *model, *opt, p);
+    broadcast_state(g.comm(), 0, *model, *opt, p, pins);
+    pins.completed();
     log.note("initial weights from " + cfg.init_weights + " (fresh optimizer state)");
   }
   if (!spare) {
@@ -152,6 +160,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   // it to the spares that joined; then check, by SHA-256 of the parameters (and of the optimizer
   // state and progress when a spare joined) on every rank.
   g.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) {
+    pins.abandoned();  // the interrupted step's (or an interrupted earlier try's) buffers
     auto joined = [&](int i) {
       return std::find(ev.joined.begin(), ev.joined.end(), ev.survivors[static_cast<size_t>(i)]) != ev.joined.end();
     };
@@ -160,7 +169,8 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
       while (root < grp.size() && (ev.committed[static_cast<size_t>(root)] != ev.committed_max || joined(root))) ++root;
       FTCC_CHECK_T(::ftcc::Error, root < grp.size()) << "no survivor holds the training state of step " << ev.committed_max;
       const auto t0 = Clock::now();
-      const std::int64_t bytes = broadcast_state(grp.comm(), root, *model, *opt, p);
+      const std::int64_t bytes = broadcast_state(grp.comm(), root, *model, *opt, p, pins);
+      pins.completed();
       grp.record_state_transfer(bytes, seconds_since(t0) * 1e3);
     }
     if (auto bad = ranks_differing(grp.comm(), sha256_of(params)); !bad.empty())
@@ -249,9 +259,13 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     if (overlap) grads_finite = reducer.finish_overlap();
     else if (!cfg.deterministic) grads_finite = reducer.sum(g.comm());
     // Loss, non-finite verdicts and the samples fed, summed over the ranks in one allreduce.
-    double stats[2 + data::SampleTally::kDoubles] = {loss_part, grads_finite ? 0.0 : 1.0};
+    // Pinned, not on this frame's stack: an allreduce interrupted by a failure may still write to it.
+    auto& stats_buf = *pins.keep(std::make_shared<std::array<double, 2 + data::SampleTally::kDoubles>>());
+    double* stats = stats_buf.data();
+    stats[0] = loss_part;
+    stats[1] = grads_finite ? 0.0 : 1.0;
     fed.to_doubles(stats + 2);
-    fc::allreduce(g.comm(), fc::kInPlace, stats, std::size(stats), fc::DType::f64, fc::ReduceOp::sum);
+    fc::allreduce(g.comm(), fc::kInPlace, stats, stats_buf.size(), fc::DType::f64, fc::ReduceOp::sum);
     timer.mark(Phase::exposed_comm);
     // Every rank now holds the same loss, verdict and tally, so every rank decides alike.
     require_finite(stats[0], stats[1] == 0.0, p.step, cfg);
@@ -267,6 +281,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     p.cursor = sampler->next(p.cursor);
     ++p.step;
     g.set_committed_step(p.step - 1);
+    pins.completed();
     timer.end_step();
   };
   std::int64_t peak = 0;
