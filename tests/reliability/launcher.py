@@ -19,6 +19,8 @@ a job that failed never exits 0, the job folder is the job's own.
   bad_flags          --startup-timeout abc, FTCC_FINISH_GRACE=-1, FTCC_STARTUP_TIMEOUT=nan (ftcc-run) and
                      FTCC_ULFM_TIMEOUT_S=5abc or 0 (every rank, before any communication): exit 2,
                      one line each, no rank record but the refusals (rank-R.joining, .exited)
+  pmix_listener      Open MPI's launcher cannot start its PMIx server (exit 213, nothing started)
+                     once: ftcc-run starts the job again (exit 0, one line); three times: exit 7
   mpirun_crash       the same refusal when mpirun itself crashes afterwards (SIGSEGV, as Open MPI's
                      was seen to when every rank left at once with status 2): exit 2 from the
                      ranks' records, and a line saying mpirun's status
@@ -149,12 +151,11 @@ def case_bad_flags():
               f"bad flags {flags or env}: nothing started, each record a refusal with status 2: {records} {exited}")
 
 
-def case_mpirun_crash():
-    """Open MPI's mpirun was seen to crash (SIGSEGV, exit 139) when every rank left at once with
-    status 2. The ranks' refusal records decide: ftcc-run reports 2 and says what mpirun did. The
-    crash is real: this job's mpirun is a wrapper that runs Open MPI's and then raises SIGSEGV."""
+def mpi_with_mpirun(script):
+    """An Open MPI prefix whose bin/mpirun is `script` (sh; REAL is Open MPI's own prefix), the rest
+    links to the real one: Open MPI's launcher misbehaving for real, around its real run."""
     real = os.environ["FTCC_MPI_PREFIX"]
-    fake = tempfile.mkdtemp(prefix="ftcc-crashing-mpi-")
+    fake = tempfile.mkdtemp(prefix="ftcc-wrapped-mpi-")
     for entry in os.listdir(real):
         if entry != "bin":
             os.symlink(os.path.join(real, entry), os.path.join(fake, entry))
@@ -163,8 +164,44 @@ def case_mpirun_crash():
         if entry != "mpirun":
             os.symlink(os.path.join(real, "bin", entry), os.path.join(fake, "bin", entry))
     with open(os.path.join(fake, "bin", "mpirun"), "w") as f:
-        f.write(f'#!/bin/sh\n"{real}/bin/mpirun" "$@"\nkill -SEGV $$\n')
+        f.write(f'#!/bin/sh\nREAL="{real}"\n{script}\n')
     os.chmod(os.path.join(fake, "bin", "mpirun"), 0o755)
+    return fake
+
+
+PMIX_BOX = ("--------------------------------------------------------------------------\n"
+            "The PMIx server's listener thread failed to start. We cannot\ncontinue.\n"
+            "--------------------------------------------------------------------------")
+
+
+def case_pmix_listener():
+    """Open MPI's launcher now and then cannot start its own PMIx server (exit 213, before any
+    process starts). ftcc-run starts the job again, at most twice, saying so; if it never starts:
+    exit 7. This job's mpirun prints Open MPI's message and exits 213 the first K times."""
+    for fails, want in ((1, 0), (3, 7)):
+        count = tempfile.mktemp(prefix="ftcc-launches-")
+        fake = mpi_with_mpirun(f'echo x >> "{count}"\n'
+                               f'if [ "$(wc -l < "{count}")" -le {fails} ]; then printf \'%s\\n\' "{PMIX_BOX}" >&2; exit 213; fi\n'
+                               '"$REAL/bin/mpirun" "$@"')
+        job = Job(3, [PROG, "5", "10", progress_file()], env={"FTCC_MPI_PREFIX": fake})
+        rc = job.wait(timeout=60)
+        launches = len(open(count).read().split())
+        check(rc == want, f"the launcher failed to start {fails} time(s): exit {want} (got {rc})")
+        check(lines_with(job.out, "could not start its PMIx server (mpirun's status 213; no process had started): "
+                                  "starting the job again") == min(fails, 2), f"{fails} failure(s): one line per new start")
+        check(launches == min(fails + 1, 3), f"{fails} failure(s): mpirun started {launches} time(s)")
+        if want == 0:
+            check(lines_with(job.out, "stale_copy_prog: 5 steps on 3 of 3 ranks") == 1, "the job ran once, to the end")
+        else:
+            check(lines_with(job.out, "ftcc-run: the job never started: Open MPI's launcher could not start its PMIx "
+                                      "server, 3 times") == 1, "never started: one line, status 7")
+
+
+def case_mpirun_crash():
+    """Open MPI's mpirun was seen to crash (SIGSEGV, exit 139) when every rank left at once with
+    status 2. The ranks' refusal records decide: ftcc-run reports 2 and says what mpirun did. The
+    crash is real: this job's mpirun is a wrapper that runs Open MPI's and then raises SIGSEGV."""
+    fake = mpi_with_mpirun('"$REAL/bin/mpirun" "$@"\nkill -SEGV $$')
     job = Job(3, [PROG, "5", "10", progress_file()], env={"FTCC_MPI_PREFIX": fake, "FTCC_ULFM_TIMEOUT_S": "5abc"})
     rc = job.wait(timeout=60)
     check(rc == 2, f"mpirun crashed after every rank refused with status 2: exit 2 (got {rc})")
