@@ -24,6 +24,9 @@ a job that failed never exits 0, the job folder is the job's own.
   mpirun_crash       the same refusal when mpirun itself crashes afterwards (SIGSEGV, as Open MPI's
                      was seen to when every rank left at once with status 2): exit 2 from the
                      ranks' records, and a line saying mpirun's status
+  mpirun_hang        the same refusal when mpirun then hangs, deaf to SIGTERM (Open MPI's was seen
+                     to deadlock in its teardown): stopped 10 s after the job's last process
+                     exited (then SIGKILL), exit 2 from the records, one line; nothing left running
 """
 import glob, os, signal, subprocess, sys, tempfile, time
 
@@ -208,6 +211,25 @@ def case_mpirun_crash():
     check(lines_with(job.out, "FTCC_ULFM_TIMEOUT_S='5abc': not a number of seconds") == 1, "the ranks' line, once")
     check(lines_with(job.out, "ftcc-run: mpirun exited with status 139, but every rank (3) had exited after "
                               "MPI_Finalize with status 2: reporting 2") == 1, "ftcc-run's line says what mpirun did")
+
+
+def case_mpirun_hang():
+    """Open MPI's mpirun was seen to hang after every rank had left at once with status 2 (its main
+    thread deadlocked on a mutex in its teardown; SIGTERM did nothing). This job's mpirun runs Open
+    MPI's, then waits ignoring SIGTERM: ftcc-run stops it (10 s after the ranks were gone, then 10 s
+    for SIGTERM, then SIGKILL) and reports the ranks' status."""
+    fake = mpi_with_mpirun('"$REAL/bin/mpirun" "$@"\ntrap "" TERM\nexec sleep 300')
+    t0 = time.monotonic()
+    job = Job(3, [PROG, "5", "10", progress_file()], env={"FTCC_MPI_PREFIX": fake, "FTCC_ULFM_TIMEOUT_S": "5abc"})
+    rc = job.wait(timeout=90)
+    took = time.monotonic() - t0
+    check(rc == 2, f"mpirun hung after every rank refused with status 2: exit 2 (got {rc})")
+    check(lines_with(job.out, "FTCC_ULFM_TIMEOUT_S='5abc': not a number of seconds") == 1, "the ranks' line, once")
+    check(lines_with(job.out, "ftcc-run: mpirun was still running 10 s after every rank (3) had exited after "
+                              "MPI_Finalize with status 2, and was stopped: reporting 2") == 1, "ftcc-run's line says what mpirun did")
+    check(15 < took < 60, f"stopped after the 10 s wait and the 10 s SIGTERM grace: {took:.0f} s")
+    left = subprocess.run(["pgrep", "-f", fake], capture_output=True, text=True).stdout.split()
+    check(not left, f"no process of the wrapped launcher left: {left}")
 
 
 cases = {k[len("case_"):]: v for k, v in globals().items() if k.startswith("case_")}
