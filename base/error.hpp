@@ -112,3 +112,7 @@ std::string both_values(const A& a, const B& b) {
 
 #define FTCC_CHECK_EQ(a, b) \
   FTCC_CHECK((a) == (b)) << ::ftcc::detail::both_values((a), (b))
+
+// FTCC_INVARIANT_EQ(a, b) << "context": FTCC_INVARIANT(a == b), the message with both values.
+#define FTCC_INVARIANT_EQ(a, b) \
+  FTCC_INVARIANT((a) == (b)) << ::ftcc::detail::both_values((a), (b))

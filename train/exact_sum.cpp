@@ -19,7 +19,7 @@ int exact_sum_exponent(float max_abs_value, std::int64_t n_total) {
 }
 
 void accumulate_fixed(std::span<const float> values, int e, std::span<std::int64_t> acc) {
-  FTCC_INVARIANT((values.size()) == (acc.size())) << ::ftcc::detail::both_values((values.size()), (acc.size())) << "accumulate_fixed";
+  FTCC_INVARIANT_EQ(values.size(), acc.size()) << "accumulate_fixed";
   for (std::size_t i = 0; i < values.size(); ++i) {
     const double x = std::ldexp(static_cast<double>(values[i]), e);
     // llrint of NaN or of a value beyond int64 is unspecified (INT64_MIN on x86): refuse instead.
@@ -30,7 +30,7 @@ void accumulate_fixed(std::span<const float> values, int e, std::span<std::int64
 }
 
 void fixed_to_float(std::span<const std::int64_t> acc, int e, std::span<float> out) {
-  FTCC_INVARIANT((acc.size()) == (out.size())) << ::ftcc::detail::both_values((acc.size()), (out.size())) << "fixed_to_float";
+  FTCC_INVARIANT_EQ(acc.size(), out.size()) << "fixed_to_float";
   for (std::size_t i = 0; i < acc.size(); ++i)
     out[i] = static_cast<float>(std::ldexp(static_cast<double>(acc[i]), -e));
 }

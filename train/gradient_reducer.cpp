@@ -141,7 +141,7 @@ bool GradientReducer::exact_sum(comm::Communicator& comm, const std::vector<std:
   // 1. The scale of each bucket: the largest |g| over every contribution of the global batch.
   std::vector<float> maxes(buckets(), 0.0f);
   for (const auto& p : parts) {
-    FTCC_INVARIANT((p.size()) == (numel_)) << ::ftcc::detail::both_values((p.size()), (numel_)) << "exact_sum: contribution size";
+    FTCC_INVARIANT_EQ(p.size(), numel_) << "exact_sum: contribution size";
     for (std::size_t b = 0; b < buckets(); ++b)
       maxes[b] = std::max(maxes[b], max_abs(std::span<const float>(p.data() + bucket_begin_[b], bucket_size(b))));
   }

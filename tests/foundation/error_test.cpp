@@ -39,6 +39,19 @@ TEST(Check, InvariantThrowsInternalErrorNotInvalidArgument) {
   EXPECT_NO_THROW(FTCC_INVARIANT(true) << "never shown");
 }
 
+TEST(Check, InvariantEqNamesBothValues) {
+  const std::size_t got = 12, want = 16;
+  try {
+    FTCC_INVARIANT_EQ(got, want) << "exact_sum: contribution size";
+    FAIL() << "no throw";
+  } catch (const ftcc::InternalError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("internal invariant failed (a bug in ftcc): (got) == (want)"), std::string::npos) << m;
+    EXPECT_NE(m.find("(12 vs 16) exact_sum: contribution size"), std::string::npos) << m;
+  }
+  EXPECT_NO_THROW(FTCC_INVARIANT_EQ(want, want) << "never shown");
+}
+
 TEST(CommErrors, ProcessFailedNamesRanksAndStep) {
   ftcc::comm::ProcessFailed e("ring_allreduce", {1, 3}, 75, 42);
   const std::string m = e.what();
