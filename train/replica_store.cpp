@@ -5,6 +5,7 @@
 
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/kept_buffer.hpp"
 
 namespace ftcc::train {
 
@@ -41,14 +42,19 @@ std::vector<std::int64_t> ReplicaStore::encode() const {
 
 std::vector<std::vector<Holding>> gather_holdings(comm::Communicator& c, const ReplicaStore& mine) {
   namespace fc = ftcc::comm;
-  auto enc = mine.encode();
-  std::int64_t count = static_cast<std::int64_t>(enc.size() / 3), most = 0;
-  std::vector<std::int64_t> counts(static_cast<size_t>(c.size()));
-  fc::allgather(c, &count, counts.data(), 1, fc::DType::i64);
+  // Every buffer of these collectives in a KeptBuffer: a failure that interrupts them leaves it alive.
+  const fc::KeptBuffer<std::vector<std::int64_t>> kept_enc(mine.encode());
+  std::vector<std::int64_t>& enc = *kept_enc;
+  const fc::KeptBuffer<std::int64_t> count(static_cast<std::int64_t>(enc.size() / 3));
+  const fc::KeptBuffer<std::vector<std::int64_t>> kept_counts(static_cast<size_t>(c.size()));
+  const std::vector<std::int64_t>& counts = *kept_counts;
+  fc::allgather(c, count.get(), kept_counts->data(), 1, fc::DType::i64);
+  std::int64_t most = 0;
   for (auto n : counts) most = std::max(most, n);
   enc.resize(3 * static_cast<size_t>(most), -1);
-  std::vector<std::int64_t> all(enc.size() * static_cast<size_t>(c.size()));
-  if (most > 0) fc::allgather(c, enc.data(), all.data(), enc.size(), fc::DType::i64);
+  const fc::KeptBuffer<std::vector<std::int64_t>> kept_all(enc.size() * static_cast<size_t>(c.size()));
+  const std::vector<std::int64_t>& all = *kept_all;
+  if (most > 0) fc::allgather(c, enc.data(), kept_all->data(), enc.size(), fc::DType::i64);
   std::vector<std::vector<Holding>> out(static_cast<size_t>(c.size()));
   for (int r = 0; r < c.size(); ++r)
     for (std::int64_t i = 0; i < counts[static_cast<size_t>(r)]; ++i) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/kept_buffer.hpp"
 #include "ftcc/nn/safetensors.hpp"
 #include "ftcc/optim/adam.hpp"
 #include "ftcc/optim/sgd.hpp"
@@ -36,7 +37,8 @@ data::Batch all_of(const data::Dataset& d, Device dev) {
 }
 
 // Rank 0's verdict of a start-up step, broadcast: status (1 done, 0 nothing there, -1 error), the
-// progress words, and a message (the file read, or the error).
+// progress words, and a message (the file read, or the error). Lives in a comm::KeptBuffer, as
+// every buffer of this file's collectives does: a failure that interrupts them leaves it alive.
 struct Verdict {
   std::int64_t head[6] = {0, 0, 0, 0, 0, 0};  // status, step, epoch, cursor step, samples, samples digest
   std::array<char, 1024> message{};
@@ -88,14 +90,14 @@ void remove_stale_temporaries(const CheckpointStore& store, const recovery::Resi
 
 TrainProgress agree_progress(fc::Communicator& c, const TrainProgress* mine, std::int64_t step) {
   constexpr std::size_t kWords = 6;
-  std::int64_t row[kWords] = {0, 0, 0, 0, 0, 0};  // has it, cursor epoch and step, step, samples, digest
-  if (mine) {
-    const std::int64_t mine_row[kWords] = {1, mine->cursor.epoch, mine->cursor.step, mine->step, mine->samples_seen,
-                                           std::bit_cast<std::int64_t>(mine->samples_digest)};
-    std::copy(mine_row, mine_row + kWords, row);
-  }
-  std::vector<std::int64_t> all(kWords * static_cast<std::size_t>(c.size()));
-  fc::allgather(c, row, all.data(), kWords, fc::DType::i64);
+  // has it, cursor epoch and step, step, samples, digest (zeros: value-initialized)
+  const fc::KeptBuffer<std::array<std::int64_t, kWords>> row;
+  if (mine)
+    *row = {1, mine->cursor.epoch, mine->cursor.step, mine->step, mine->samples_seen,
+            std::bit_cast<std::int64_t>(mine->samples_digest)};
+  const fc::KeptBuffer<std::vector<std::int64_t>> kept_all(kWords * static_cast<std::size_t>(c.size()));
+  const std::vector<std::int64_t>& all = *kept_all;
+  fc::allgather(c, row->data(), kept_all->data(), kWords, fc::DType::i64);
   const std::int64_t* chosen = nullptr;
   for (int r = 0; r < c.size(); ++r) {
     const std::int64_t* e = &all[kWords * static_cast<std::size_t>(r)];
@@ -115,10 +117,12 @@ TrainProgress agree_progress(fc::Communicator& c, const TrainProgress* mine, std
 }
 
 std::vector<int> ranks_differing(fc::Communicator& c, const Digest& mine) {
-  std::int64_t words[4];
-  std::memcpy(words, mine.data(), sizeof words);
-  std::vector<std::int64_t> all(4 * static_cast<size_t>(c.size()));
-  fc::allgather(c, words, all.data(), 4, fc::DType::i64);
+  const fc::KeptBuffer<std::array<std::int64_t, 4>> words;
+  static_assert(sizeof(std::array<std::int64_t, 4>) == sizeof(Digest));
+  std::memcpy(words->data(), mine.data(), sizeof(Digest));
+  const fc::KeptBuffer<std::vector<std::int64_t>> kept_all(4 * static_cast<size_t>(c.size()));
+  const std::vector<std::int64_t>& all = *kept_all;
+  fc::allgather(c, words->data(), kept_all->data(), 4, fc::DType::i64);
   std::vector<int> bad;
   for (int r = 1; r < c.size(); ++r) {
     const auto row = all.begin() + 4 * static_cast<std::ptrdiff_t>(r);
@@ -222,7 +226,8 @@ void chunk_sums(nn::Module& model, const data::Dataset& d, bool accuracy, int r,
 // The figure of d: mean squared error per element, or accuracy.
 double split_figure(fc::Communicator& c, nn::Module& model, const data::Dataset& d, bool accuracy, Device dev) {
   const std::int64_t chunks = (d.size() + kEvalChunk - 1) / kEvalChunk;
-  std::vector<double> sums(static_cast<std::size_t>(chunks), 0.0);
+  const fc::KeptBuffer<std::vector<double>> kept_sums(static_cast<std::size_t>(chunks), 0.0);
+  std::vector<double>& sums = *kept_sums;
   chunk_sums(model, d, accuracy, c.rank(), c.size(), dev, sums);
   if (c.size() > 1 && chunks > 0) fc::allreduce(c, fc::kInPlace, sums.data(), sums.size(), fc::DType::f64, fc::ReduceOp::sum);
   double total = 0;
@@ -244,29 +249,33 @@ EvalFigures evaluate_split(fc::Communicator& c, nn::Module& model, const data::D
 
 FinalMetrics final_metrics(fc::Communicator& c, nn::Module* model, const data::Dataset& train,
                            const data::Dataset& test, bool classification, Device dev) {
-  double result[2] = {0, 0};
-  std::int64_t digest_words[4] = {0, 0, 0, 0};
-  static_assert(sizeof digest_words == sizeof(Digest));
+  const fc::KeptBuffer<std::array<double, 2>> kept_result;
+  const fc::KeptBuffer<std::array<std::int64_t, 4>> kept_digest;
+  double* result = kept_result->data();
+  std::int64_t* digest_words = kept_digest->data();
+  constexpr std::size_t digest_bytes = 4 * sizeof(std::int64_t);
+  static_assert(digest_bytes == sizeof(Digest));
   if (c.rank() == 0) {
     FTCC_INVARIANT(model != nullptr) << "final_metrics: rank 0 holds no model";
     result[0] = mse_on(*model, train, dev);
     result[1] = classification ? accuracy_on(*model, test, dev) : mse_on(*model, test, dev);
     const Digest d = sha256_of(model->named_parameters());
-    std::memcpy(digest_words, d.data(), sizeof digest_words);
+    std::memcpy(digest_words, d.data(), digest_bytes);
   }
   fc::broadcast(c, result, 2, fc::DType::f64, 0);
   fc::broadcast(c, digest_words, 4, fc::DType::i64, 0);
   FinalMetrics m;
   m.train_mse = result[0];
   m.eval = result[1];
-  std::memcpy(m.digest.data(), digest_words, sizeof digest_words);
+  std::memcpy(m.digest.data(), digest_words, digest_bytes);
   return m;
 }
 
 std::optional<StartPoint> load_checkpoint_on_rank0(fc::Communicator& c, const std::string& dir, const char* flag,
                                                    const TrainConfig& cfg, const std::vector<std::int64_t>& widths,
                                                    RunLog& log, nn::Module* model, optim::Optimizer* opt) {
-  Verdict v;
+  const fc::KeptBuffer<Verdict> kept;
+  Verdict& v = *kept;
   if (c.rank() == 0) {
     try {
       std::error_code ec;
@@ -297,7 +306,8 @@ std::optional<StartPoint> load_checkpoint_on_rank0(fc::Communicator& c, const st
 }
 
 void load_init_weights_on_rank0(fc::Communicator& c, const TrainConfig& cfg, nn::Module* model) {
-  Verdict v;
+  const fc::KeptBuffer<Verdict> kept;
+  Verdict& v = *kept;
   if (c.rank() == 0) {
     try {
       const auto file = nn::load_safetensors(cfg.init_weights);
