@@ -89,6 +89,9 @@ struct Heartbeat::Impl {
   boost::asio::steady_timer timer{io};
   std::thread thread;
   mutable std::mutex mu;  // guards everything below but the atomics, and the callbacks
+  // Proof that mu is held: every function that reads or writes what mu guards takes one, so a
+  // call without the lock does not compile (both threads call them: the owner's and Asio's).
+  using MuHeld = std::lock_guard<std::mutex>;
   std::map<int, PeerAddress> known;            // every rank ever told of, self included
   std::map<int, udp::endpoint> endpoints;
   std::set<int> suspected;                     // monotone
@@ -126,9 +129,9 @@ struct Heartbeat::Impl {
     socket.bind(udp::endpoint(addr, 0));
   }
 
-  // --- membership (mu held) ---
+  // --- membership (each takes MuHeld: mu held) ---
 
-  void relink(Clock::time_point now) {
+  void relink(const MuHeld&, Clock::time_point now) {
     std::vector<HeartbeatMember> live;
     for (const auto& [r, p] : known)
       if (!suspected.count(r)) live.push_back({r, p.host_id});
@@ -150,8 +153,8 @@ struct Heartbeat::Impl {
       it = heard_from.count(it->first) ? std::next(it) : progress_of.erase(it);
   }
 
-  // The minima this rank reports (mu held).
-  void minima(Header& h) const {
+  // The minima this rank reports.
+  void minima(const MuHeld&, Header& h) const {
     const std::uint32_t own = progress.load(std::memory_order_relaxed);
     h.progress = own;
     h.host_min = own, h.host_min_rank = static_cast<std::uint32_t>(my_rank);
@@ -170,23 +173,23 @@ struct Heartbeat::Impl {
     }
   }
 
-  bool watches(int r) const {
+  bool watches(const MuHeld&, int r) const {
     if (std::find(links.watch_ranks.begin(), links.watch_ranks.end(), r) != links.watch_ranks.end()) return true;
     for (const auto& h : links.watch_hosts)
       if (std::find(h.begin(), h.end(), r) != h.end()) return true;
     return false;
   }
 
-  Clock::time_point heard(int r) const {
+  Clock::time_point heard(const MuHeld&, int r) const {
     Clock::time_point t{};
     if (auto it = last_heard.find(r); it != last_heard.end()) t = it->second;
     if (auto it = watch_since.find(r); it != watch_since.end()) t = std::max(t, it->second);
     return t;
   }
 
-  // --- datagrams (mu held) ---
+  // --- datagrams (MuHeld: mu held) ---
 
-  std::vector<std::uint8_t> datagram(int to) {
+  std::vector<std::uint8_t> datagram(const MuHeld& held, int to) {
     std::vector<std::uint32_t> listed;
     if (suspected.count(to)) listed.push_back(static_cast<std::uint32_t>(to));  // a reply names its addressee
     for (auto it = suspect_order.rbegin(); it != suspect_order.rend() && listed.size() < kMaxListed; ++it)
@@ -195,7 +198,7 @@ struct Heartbeat::Impl {
     std::memcpy(h.magic, kMagic, sizeof kMagic);
     h.job_id = job_id;
     h.rank = static_cast<std::uint32_t>(my_rank);
-    minima(h);
+    minima(held, h);
     h.seq = ++seq;
     h.count = static_cast<std::uint32_t>(listed.size());
     std::vector<std::uint8_t> d(sizeof h + 4 * listed.size() + kMacBytes);
@@ -206,10 +209,10 @@ struct Heartbeat::Impl {
     return d;
   }
 
-  void send(int to) {
+  void send(const MuHeld& held, int to) {
     auto it = endpoints.find(to);
     if (it == endpoints.end()) return;
-    const auto d = datagram(to);
+    const auto d = datagram(held, to);
     boost::system::error_code ignored;
     socket.send_to(boost::asio::buffer(d), it->second, 0, ignored);
     ++st.sent;
@@ -232,12 +235,12 @@ struct Heartbeat::Impl {
     News news;
     {
       std::lock_guard<std::mutex> lock(mu);
-      if (!parse_and_learn(n, news)) ++st.rejected;
+      if (!parse_and_learn(lock, n, news)) ++st.rejected;
     }
     deliver(news);
   }
 
-  bool parse_and_learn(size_t n, News& news) {
+  bool parse_and_learn(const MuHeld& held, size_t n, News& news) {
     Header h{};
     if (n < sizeof h + kMacBytes || n > kMaxDatagram) return false;
     std::memcpy(&h, rx.data(), sizeof h);
@@ -258,25 +261,25 @@ struct Heartbeat::Impl {
       auto& at = replied_at[from];
       if (now - at >= opt.period) {
         at = now;
-        send(from);
+        send(held, from);
         ++st.excluded_replies;
       }
       return true;
     }
     last_heard[from] = now;
-    if (watches(from)) progress_of[from] = {h.progress, h.host_min, h.host_min_rank, h.job_min, h.job_min_rank};
+    if (watches(held, from)) progress_of[from] = {h.progress, h.host_min, h.host_min_rank, h.job_min, h.job_min_rank};
     std::vector<int> listed(h.count);
     for (std::uint32_t i = 0; i < h.count; ++i) {
       std::uint32_t r = 0;
       std::memcpy(&r, rx.data() + sizeof h + 4 * size_t{i}, 4);
       listed[i] = static_cast<int>(r);
     }
-    learn(listed, from, now, news);
+    learn(held, listed, from, now, news);
     return true;
   }
 
   // New suspects (own finding when reporter == my_rank): recorded, links recomputed, news sent on.
-  void learn(const std::vector<int>& ranks, int reporter, Clock::time_point now, News& news) {
+  void learn(const MuHeld& held, const std::vector<int>& ranks, int reporter, Clock::time_point now, News& news) {
     std::vector<int> fresh;
     for (int r : ranks) {
       if (r == my_rank) {
@@ -294,7 +297,7 @@ struct Heartbeat::Impl {
       // Excluded: pass the list on to this host's other ranks before the owner stops this process
       // (they may be excluded too, and would otherwise wait a timeout each to find out).
       for (const auto& [r, p] : known)
-        if (r != my_rank && p.host_id == host_id) send(r);
+        if (r != my_rank && p.host_id == host_id) send(held, r);
     }
     if (fresh.empty()) return;
     st.suspected += fresh.size();
@@ -303,17 +306,17 @@ struct Heartbeat::Impl {
       Suspicion s;
       if (auto it = known.find(r); it != known.end()) s.peer = it->second;
       s.peer.rank = r;
-      s.silent_s = std::chrono::duration<double>(now - heard(r)).count();
+      s.silent_s = std::chrono::duration<double>(now - heard(held, r)).count();
       s.reported_by = reporter;
       reporter_of[r] = reporter;
       news.suspicions.push_back(s);
     }
     const auto told = links.news_to;
-    relink(now);
+    relink(held, now);
     std::set<int> to(told.begin(), told.end());
     to.insert(links.news_to.begin(), links.news_to.end());
     for (int r : to)
-      if (!suspected.count(r)) send(r);
+      if (!suspected.count(r)) send(held, r);
   }
 
   // Fencing and callbacks, outside the lock.
@@ -326,7 +329,7 @@ struct Heartbeat::Impl {
       std::lock_guard<std::mutex> lock(mu);
       if (opt.fence && !excluded)
         for (int r : suspected)
-          if (auto it = known.find(r); it != known.end() && !gone.count(r) && i_am_fencer(it->second))
+          if (auto it = known.find(r); it != known.end() && !gone.count(r) && i_am_fencer(lock, it->second))
             to_fence.push_back(it->second);
     }
     std::set<int> fenced_now;
@@ -352,7 +355,7 @@ struct Heartbeat::Impl {
       Suspicion s;
       std::lock_guard<std::mutex> lock(mu);
       s.peer = known.at(r);
-      s.silent_s = std::chrono::duration<double>(Clock::now() - heard(r)).count();
+      s.silent_s = std::chrono::duration<double>(Clock::now() - heard(lock, r)).count();
       s.fenced_by_me = true;
       s.reported_by = reporter_of.count(r) ? reporter_of.at(r) : my_rank;
       news.suspicions.push_back(s);
@@ -374,8 +377,8 @@ struct Heartbeat::Impl {
     }
   }
 
-  // The lowest live rank on the suspect's host fences it (mu held).
-  bool i_am_fencer(const PeerAddress& suspect) const {
+  // The lowest live rank on the suspect's host fences it.
+  bool i_am_fencer(const MuHeld&, const PeerAddress& suspect) const {
     if (suspect.host_id.empty() || suspect.host_id != host_id) return false;
     for (const auto& [r, p] : known)
       if (r < my_rank && p.host_id == host_id && !suspected.count(r)) return false;
@@ -406,16 +409,16 @@ struct Heartbeat::Impl {
       }
       last_tick = now;
       if (excluded) return;  // the owner stops the process; say nothing more
-      for (int r : links.send_to) send(r);
+      for (int r : links.send_to) send(lock, r);
       std::vector<int> silent;
       for (int r : links.watch_ranks)
-        if (now - heard(r) > opt.timeout) silent.push_back(r);
+        if (now - heard(lock, r) > opt.timeout) silent.push_back(r);
       for (const auto& h : links.watch_hosts) {
         Clock::time_point latest{};
-        for (int r : h) latest = std::max(latest, heard(r));
+        for (int r : h) latest = std::max(latest, heard(lock, r));
         if (now - latest > opt.timeout) silent.insert(silent.end(), h.begin(), h.end());
       }
-      if (!silent.empty()) learn(silent, my_rank, now, news);
+      if (!silent.empty()) learn(lock, silent, my_rank, now, news);
     }
     deliver(news);
   }
@@ -459,7 +462,7 @@ void Heartbeat::start(const std::vector<PeerAddress>& peers, const Secret& secre
       impl_->endpoints[p.rank] = udp::endpoint(boost::asio::ip::make_address(p.ip), p.port);
     }
     impl_->last_tick = now;
-    impl_->relink(now);  // a peer gets one full timeout from start before it can be suspected
+    impl_->relink(lock, now);  // a peer gets one full timeout from start before it can be suspected
   }
   impl_->running = true;
   impl_->receive();
@@ -485,14 +488,14 @@ void Heartbeat::add(const PeerAddress& p) {
   impl_->known[p.rank] = p;
   impl_->endpoints[p.rank] = udp::endpoint(boost::asio::ip::make_address(p.ip), p.port);
   impl_->watch_since[p.rank] = Clock::now();  // one full timeout before it can be suspected, as at start
-  impl_->relink(Clock::now());
+  impl_->relink(lock, Clock::now());
 }
 
 void Heartbeat::remove(int rank) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (rank == impl_->my_rank || !impl_->suspected.insert(rank).second) return;
   impl_->suspect_order.push_back(rank);
-  impl_->relink(Clock::now());
+  impl_->relink(lock, Clock::now());
 }
 
 std::vector<int> Heartbeat::suspected() const {
@@ -507,7 +510,7 @@ void Heartbeat::set_progress(std::uint32_t entered_calls) {
 int Heartbeat::peer_behind(std::uint32_t entered_calls) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Header h{};
-  impl_->minima(h);
+  impl_->minima(lock, h);
   if (h.job_min < entered_calls && h.job_min_rank != kNobody && static_cast<int>(h.job_min_rank) != impl_->my_rank &&
       !impl_->suspected.count(static_cast<int>(h.job_min_rank)))
     return static_cast<int>(h.job_min_rank);
