@@ -636,12 +636,14 @@ elif case == "pp_fault_free_matches_single_process":
             pp4 = s
     check(len(shas) == 1, f"pp on 1..4 ranks: one SHA-256 ({len(shas)} distinct)")
     # Every mode reports the same summary fields; pp's step phases are its own (train/step_breakdown.hpp).
+    # The phases are parts of the step, so they sum to at most its total; how much of it they cover
+    # depends on the load (a stage waiting for its neighbour is in no phase: 31% under a second suite).
     check(set(pp4) == set(base), f"pp and dp summaries: the same fields (differ: {sorted(set(pp4) ^ set(base))})")
     check(base["grid"] == "1 rank" and pp4["grid"] == "1 replica x 4 ranks", f"grid: dp {base['grid']!r}, pp {pp4['grid']!r}")
     ms = pp4["step_ms"]
     phases = ("data", "compute", "exposed_comm", "optimizer")
     check(ms is not None and set(ms) == {"steps", "total", *phases} and ms["steps"] == pp4["steps"] - 1
-          and ms["compute"] > 0 and 0.5 * ms["total"] <= sum(ms[p] for p in phases) <= 2 * ms["total"],
+          and ms["compute"] > 0 and sum(ms[p] for p in phases) <= ms["total"] * 1.001 + 1e-3,
           f"pp step_ms: {ms}")
     split = pp4["wall_split_s"]
     check(split is not None and 0 < split["data"] <= split["setup"] < pp4["wall_s"] and split["steps"] > 0
