@@ -2,7 +2,7 @@
 """Multi-host reliability test: ftcc-train on simulated hosts with a real network between them.
 
     multihost.py BUILD_DIR [--hosts 3] [--ranks-per-host 2] [--repeats N] [--netem-seconds S]
-                           [--cases netem,partition,...] [--chaos N [--seed S]]
+                           [--cases netem,partition,...] [--epochs E] [--chaos N [--seed S]]
 
 Three network namespaces h1..h3 joined by veth pairs on a bridge (tools/netns-hosts), two ranks
 each, mpirun starting its daemons there through tools/netns-hosts-agent instead of ssh. ftcc's
@@ -71,7 +71,7 @@ ranks = n_hosts * per_host
 TIMEOUT_S = 1.0                  # ftcc's heartbeat timeout (--hang-timeout); the period is an eighth
 PERIOD_S = TIMEOUT_S / 8
 FIGURE_S = TIMEOUT_S + PERIOD_S + 0.2   # the documented bound: fault -> survivors training again
-EPOCHS = 400       # host faults: 9200 steps, several seconds undisturbed
+EPOCHS = arg("--epochs", 400)  # host faults: 9200 steps, several seconds undisturbed after the fault
 NETEM_EPOCHS = 3   # netem: 69 steps (each step waits for several 40 ms round trips)
 DIGITS_TRAIN = 1438
 MODEL = ["--dataset", "digits", "--layers", "64,64,10", "--batch", "64", "--lr", "0.05", "--deterministic",
@@ -319,7 +319,7 @@ def _host_fault_case(name, host, delay, victim, lost_all, job_dir):
             time.sleep(0.05)
         gone = time.monotonic() - t_cont
         check(not ns_pids(victim, "ftcc-train"), f"{name}: {victim}'s ranks stopped themselves {gone:.2f} s after SIGCONT")
-    summary_line = j.wait_for(r"^FTCC_SUMMARY ", 180)
+    summary_line = j.wait_for(r"^FTCC_SUMMARY ", finish_s)
     s = j.summary() if summary_line else None
     check(s is not None, f"{name}: the survivors finished training")
     if name == "partition":
@@ -384,7 +384,7 @@ def spare_host_case():
     t_fault = time.monotonic()
     hosts("crash", victim)
     rec = j.wait_for(r"^recovery: recovered", 60)
-    summary_line = j.wait_for(r"^FTCC_SUMMARY ", 180)
+    summary_line = j.wait_for(r"^FTCC_SUMMARY ", finish_s)
     check(rec is not None and all(f"rank {r} on host {victim}" in rec[1] for r in lost)
           and f"hot spares {', '.join(map(str, spares))} joined" in rec[1],
           f"{name}: h2's ranks {lost} replaced by h3's spares {spares} ({(rec or ('', ''))[1][:220]})")
@@ -589,6 +589,9 @@ try:
     base_short = fault_free(NETEM_EPOCHS)
     t_base = time.monotonic() - t0
     base = fault_free(EPOCHS)
+    # How long the survivors of a fault may take to finish: three times the fault-free run (a
+    # build under a sanitizer runs several times slower; 255 s for 400 epochs under ASan here).
+    finish_s = max(180.0, 3 * base["wall_s"])
     for b in (base_short, base):
         print(f"fault-free on {n_hosts} hosts x {per_host} ranks: {b['steps']} steps, loss {b['final_loss']:.6f}, "
               f"sha {b['param_sha256'][:12]}", flush=True)

@@ -7,7 +7,8 @@
 #          comm, recovery, train). Single-process suites run with leak detection on; the
 #          multi-rank ones (suite mpi) with ASAN_OPTIONS=detect_leaks=0, because Open MPI and
 #          PMIx keep allocations until exit that LeakSanitizer reports as leaks (libmpi, not
-#          ftcc), and a killed rank leaks by definition. Then the multi-host test (multihost.py).
+#          ftcc), and a killed rank leaks by definition. Then the multi-host test (multihost.py:
+#          partition, hang host and quorum, shorter runs).
 #   tsan   build-tsan: ThreadSanitizer on the unit suites of the threaded parts (the heartbeat, the
 #          call deadline and the progress watchdog: recovery_unit; the metrics server: train_unit),
 #          the simulation (simulation_unit, simulation_campaign) and the multi-rank recovery suite
@@ -50,14 +51,18 @@ case "$mode" in
                           grep ' / ' | sed 's/.* \/ //' | grep -vx embed_pkgconfig)
     status=0
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-      meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 \
+      meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --logbase asan-single \
       --timeout-multiplier 3 "${single[@]}" "$@" || status=$?
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-      meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --suite mpi --no-suite reliability --no-suite torch \
+      meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --logbase asan-mpi \
+      --suite mpi --no-suite reliability --no-suite torch \
       --timeout-multiplier 3 "$@" || status=$?
-    # The simulated hosts (root; skipped without): the quorum path and the partitioned minority.
+    # The simulated hosts (root; skipped without): the partitioned minority, a stopped host woken
+    # up (self-fencing), the quorum path; 100 epochs (2300 steps) a run, since every rank is about
+    # 4x slower here (the other cases, and 400 epochs, run in the normal suite).
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-      meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 3 multihost \
+      meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --logbase asan-multihost \
+      --timeout-multiplier 3 multihost --test-args '--cases partition,hang-host,quorum --epochs 100' \
       || status=$?
     exit $status
     ;;
