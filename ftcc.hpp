@@ -14,6 +14,7 @@
 
 #include "ftcc/base/error.hpp"
 
+#include "ftcc/tensor/autograd.hpp"
 #include "ftcc/tensor/dtype.hpp"
 #include "ftcc/tensor/ops.hpp"
 #include "ftcc/tensor/random.hpp"
@@ -45,3 +46,4 @@
 #include "ftcc/recovery/fault_spec.hpp"
 #include "ftcc/recovery/resilient_group.hpp"
 #include "ftcc/recovery/run_job.hpp"
+#include "ftcc/recovery/step_loop.hpp"

@@ -2,10 +2,13 @@
 // `pkg-config --cflags --libs ftcc`, built with the MPI's wrapper (tests/embed/embed_test.sh, 3
 // ranks). It uses each layer a user meets:
 //  1. a collective on a communicator of its own (our allreduce, checked against the closed form);
-//  2. a few training steps of a small MLP on the engine (loss must go down);
-//  3. a resilient loop through run_job that loses rank 1 and finishes on the others.
+//  2. a few training steps of a small MLP on the engine (loss must go down), and an evaluation
+//     under NoGradGuard (no graph recorded);
+//  3. a resilient loop (run_step_loop inside run_job) that loses rank 1 and finishes on the others.
+// Only the umbrella header is included: it must hold everything used here.
 #include <mpi.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 #include <vector>
@@ -48,18 +51,23 @@ int main(int argc, char** argv) {
       (step == 0 ? first : last) = loss.item();
     }
     ok = ok && last < first / 10;
+    // Evaluation records no graph: under NoGradGuard an op's output does not require grad.
+    tensor::NoGradGuard no_grad;
+    ok = ok && !tensor::mse_loss((*model)(x), y).requires_grad();
   }
 
   // 3. A resilient loop that loses rank 1 at step 3 and finishes on the others.
   recovery::GroupOptions opt;
   opt.faults = recovery::parse_fault_specs({"kill:rank=1:step=3"});
   return recovery::run_job(MPI_COMM_WORLD, opt, [&](recovery::ResilientGroup& g) {
-    for (int step = 0; step < 10; ++step) {
-      g.begin_step(step);
-      double one = 1, n = 0;
-      g.run(step, [&](comm::Communicator& c) { comm::allreduce(c, &one, &n, 1, comm::DType::f64, comm::ReduceOp::sum); });
-      g.set_committed_step(step);
-    }
+    std::int64_t step = 0;  // the loop's state: a recovery here keeps it (nothing to restore)
+    recovery::run_step_loop(g, {.done = [&] { return step >= 10; },
+                                .step = [&] { return step; },
+                                .body = [&] {
+                                  double one = 1, n = 0;
+                                  comm::allreduce(g.comm(), &one, &n, 1, comm::DType::f64, comm::ReduceOp::sum);
+                                  g.set_committed_step(step++);
+                                }});
     ok = ok && g.size() == size - 1;
     if (g.rank() == 0)
       std::printf("embed_example: %s ftcc %s, ulfm=%d, %d ranks, %d after the loss of rank 1\n", ok ? "ok" : "WRONG",
