@@ -112,7 +112,8 @@ struct ResilientGroup::RecoveryClock {
   Steady::time_point notice;
   Steady::time_point mark;              // end of the last phase
   std::int64_t first_notice_ns = 0;     // earliest notice over the survivors
-  std::int64_t fault_ns = -1;           // earliest injected fault of a lost rank, -1 = none recorded
+  std::int64_t fault_ns = -1;           // earliest injected fault of a lost rank, else the start of the
+                                        // earliest silence a heartbeat found; -1 = neither
 
   static RecoveryClock start() {
     const auto now = Steady::now();
@@ -136,7 +137,8 @@ struct ResilientGroup::RecoveryClock {
 
 // Step 2's table, one row of int64 per new rank: [0] original rank, [1] committed step,
 // [2] notice time (wall ns), [3] job-error status (0 = none), [4] the error's step, [5] flags
-// (kEnding: a training rank whose program is past its loop, its hooks cleared), then the bitmask
+// (kEnding: a training rank whose program is past its loop, its hooks cleared), [6] when the
+// earliest silence this rank's heartbeat found began (wall ns, 0 = none), then the bitmask
 // of the deaths this rank confirmed (by original rank), then the error message.
 class ResilientGroup::AgreedTable {
  public:
@@ -145,12 +147,13 @@ class ResilientGroup::AgreedTable {
   static constexpr std::int64_t kEnding = 1;
   std::vector<std::int64_t> row_of(int original_rank, std::int64_t committed, std::int64_t notice_ns,
                                    const PendingError* error, const std::vector<int>& confirmed,
-                                   std::int64_t flags = 0) const {
+                                   std::int64_t flags = 0, std::int64_t silence_began_ns = 0) const {
     std::vector<std::int64_t> row(row_words(), 0);
     row[0] = original_rank;
     row[1] = committed;
     row[2] = notice_ns;
     row[5] = flags;
+    row[6] = silence_began_ns;
     if (error) {
       row[3] = static_cast<std::int64_t>(error->status);
       row[4] = error->step;
@@ -194,6 +197,13 @@ class ResilientGroup::AgreedTable {
     cells_ = std::move(cells);
   }
   std::int64_t notice_ns(int i) const { return row(i)[2]; }
+  // The earliest start of a silence any survivor's heartbeat found, -1 = none.
+  std::int64_t silence_began_ns() const {
+    std::int64_t t = -1;
+    for (int i = 0; i < rows_; ++i)
+      if (row(i)[6] > 0) t = t < 0 ? row(i)[6] : std::min(t, row(i)[6]);
+    return t;
+  }
   bool confirmed_by_any(int original_rank) const {
     const size_t w = kMaskAt + static_cast<size_t>(original_rank) / 64;
     for (int i = 0; i < rows_; ++i)
@@ -212,7 +222,7 @@ class ResilientGroup::AgreedTable {
   }
 
  private:
-  static constexpr size_t kMaskAt = 6;
+  static constexpr size_t kMaskAt = 7;
   size_t msg_at() const { return kMaskAt + mask_words_; }
   size_t row_words() const { return msg_at() + kMessageBytes / 8; }
   const std::int64_t* row(int i) const { return cells_.data() + row_words() * static_cast<size_t>(i); }

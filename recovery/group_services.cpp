@@ -76,6 +76,12 @@ void ResilientGroup::start_services() {
     heartbeat_->set_on_suspect([this, me](const Suspicion& s) {
       // Runs on the heartbeat thread: no MPI here but the PMIx event (recovery/mpi_failure_notice.hpp).
       const PeerAddress& p = s.peer;
+      if (s.reported_by == my_original_rank_ && s.silent_s > 0) {
+        const auto began = detail::wall_ns() - static_cast<std::int64_t>(s.silent_s * 1e9);
+        std::int64_t seen = silence_began_ns_.load();
+        while ((seen == 0 || began < seen) && !silence_began_ns_.compare_exchange_weak(seen, began)) {
+        }
+      }
       const bool told_mpi = !p.mpi_nspace.empty() && !me.nspace.empty() &&
                             notify_process_failed(me, {p.mpi_nspace, p.mpi_rank});
       // The rank that found it silent, and the one that fenced it, say so; the others heard the

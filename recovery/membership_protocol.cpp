@@ -198,7 +198,8 @@ bool ResilientGroup::agree_on_table(const std::vector<int>& before, RecoveryCloc
     }
     const std::int64_t flags = comm_ && hooks_.empty() ? AgreedTable::kEnding : 0;
     table.gather(ft_pool(), table.row_of(my_original_rank_, committed_step_, clock.notice_wall_ns,
-                                      pending_error_ ? &*pending_error_ : nullptr, confirmed, flags));
+                                      pending_error_ ? &*pending_error_ : nullptr, confirmed, flags,
+                                      silence_began_ns_.load()));
   } catch (const comm::FaultDetected&) {
     have_table = false;
     revoke_quietly();
@@ -226,6 +227,10 @@ void ResilientGroup::describe_new_group(const std::vector<int>& before, const Ag
   for (int r : ev.failed)
     if (auto t = FaultInjector::read_fault_time_ns(event_dir_, r))
       clock.fault_ns = clock.fault_ns < 0 ? *t : std::min(clock.fault_ns, *t);
+  // No injected fault (a real hang, a cut link): the silence the heartbeat found began then. A
+  // death ULFM reported (no silence) leaves it unknown.
+  if (const auto silence = table.silence_began_ns(); clock.fault_ns < 0 && silence <= clock.first_notice_ns)
+    clock.fault_ns = silence;
   ev.detect_ms = clock.detect_ms();
 }
 
@@ -342,6 +347,7 @@ void ResilientGroup::record_group() {
 
 const RecoveryEvent& ResilientGroup::publish(RecoveryEvent ev) {
   if (pool_) holders_ = members_;  // the training group now holds the state (the hooks ran)
+  silence_began_ns_ = 0;           // the silences found so far were this recovery's
   events_.push_back(std::move(ev));
   const RecoveryEvent& e = events_.back();
   if (rank() == 0) {

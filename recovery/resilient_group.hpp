@@ -349,6 +349,9 @@ class ResilientGroup {
   std::string event_dir_;
   std::int64_t committed_step_ = -1;
   std::atomic<std::int64_t> step_{-1};         // begin_step's; read by the heartbeat thread
+  // When the earliest silence this rank's heartbeat found (since the last recovery) began, wall
+  // ns, 0 = none; written by the heartbeat thread, read by the recovery (detect_ms).
+  std::atomic<std::int64_t> silence_began_ns_{0};
   bool quorum_lost_ = false;
   mutable bool superseded_ = false;            // a Superseded was thrown here (see the destructor)
   GenerationFence fence_{job_record::dir()};  // the job's current group on disk

@@ -20,7 +20,8 @@ Real processes under tools/ftcc-run, hung for real with SIGSTOP (and continued w
                that shrank the group throws it, and the survivors report it (exit 4): the fence
                never takes a live member for a stale one
   trainer      the reported case: ftcc-train with checkpoints, rank 2 then rank 0 stopped: both
-               fenced, one FTCC_SUMMARY, the final checkpoint written once, exit 0
+               fenced, one FTCC_SUMMARY, the final checkpoint written once, exit 0; each recovery
+               reports a detection time of about the hang timeout (from the silence's start)
 """
 import json, os, signal, sys, tempfile, time
 
@@ -171,6 +172,12 @@ def case_trainer():
     summary = next((json.loads(l[len("FTCC_SUMMARY "):]) for l in job.out.splitlines() if l.startswith("FTCC_SUMMARY ")), {})
     check(summary.get("world_size_final") == 2, f"trainer: finished on the 2 survivors ({summary.get('world_size_final')})")
     check(summary.get("samples_digest_ok") is True, "trainer: every sample seen exactly once")
+    # No injector here: the fault's time is when the heartbeat last heard the stopped rank, so the
+    # detection takes about the hang timeout (2 s), and the recovery's total includes it.
+    evs = summary.get("recoveries", [])
+    check(bool(evs) and all((e.get("detect_ms") or 0) >= 1500 and e["total_ms"] >= e["detect_ms"] for e in evs),
+          f"trainer: each recovery reports the hang's detection time, >= 1.5 s of the 2 s timeout "
+          f"({[(e.get('detect_ms'), e.get('total_ms')) for e in evs]})")
 
 
 def case_job_error_after_loss():
