@@ -135,6 +135,19 @@ mpicxx -std=c++23 -O1 "$src" $flags -Wl,-rpath,"$libdir" -o "$tmp/embed_example"
 "$run" -n 3 "$tmp/embed_example" | tee "$tmp/out"
 grep -q 'embed_example: ok' "$tmp/out"
 
+# ftcc.pc's flags for a static link: each library once, nothing of the build tree (no rpath into it,
+# no absolute path), no PMIx of its own (the MPI's is the one at run time); the same example built
+# against libftcc.a with them runs as well.
+static_libs=$(pkg-config --libs --static ftcc)
+dups=$(tr ' ' '\n' <<<"$static_libs" | grep -v '^$' | sort | uniq -d)
+[ -z "$dups" ] || fail "pkg-config --libs --static ftcc repeats $(echo $dups): $static_libs"
+! grep -qE 'pmix|rpath|(^| )/' <<<"$static_libs" || fail "pkg-config --libs --static ftcc names PMIx, an rpath or a path: $static_libs"
+echo "embed_test: mpicxx example.cpp $(pkg-config --cflags ftcc) ${static_libs/-lftcc/-l:libftcc.a}"
+mpicxx -std=c++20 -O1 "$src" $(pkg-config --cflags ftcc) ${static_libs/-lftcc/-l:libftcc.a} -o "$tmp/embed_example_static"
+! readelf -d "$tmp/embed_example_static" | grep NEEDED | grep -q 'libftcc' || fail "the static example still needs libftcc.so"
+"$run" -n 3 "$tmp/embed_example_static" | tee "$tmp/out_static"
+grep -q 'embed_example: ok' "$tmp/out_static"
+
 docs=$(cd "$(dirname "$0")/../../docs" && pwd)
 python3 - "$docs" "$tmp/docs" <<'PY'
 import os, re, sys
