@@ -1,6 +1,10 @@
 #include "ftcc/data/datasets.hpp"
 
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "ftcc/base/error.hpp"
@@ -8,13 +12,42 @@
 
 namespace ftcc::data {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// The folder of the file that holds this code: libftcc.so, or the executable it was linked into.
+fs::path own_folder() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void*>(&default_dataset_dir), &info) != 0 && info.dli_fname != nullptr &&
+      std::strstr(info.dli_fname, ".so") != nullptr)
+    return fs::absolute(info.dli_fname).parent_path();
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+bool has_datasets(const fs::path& dir) { return fs::exists(dir / "digits.csv.gz"); }
+
+}  // namespace
+
 std::string default_dataset_dir() {
   // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; nothing in ftcc calls setenv
   if (const char* env = std::getenv("FTCC_DATA_DIR"); env != nullptr && *env != '\0') return env;
-  namespace fs = std::filesystem;
-  for (const char* dir : {FTCC_INSTALLED_DATASET_DIR, FTCC_SOURCE_DATASET_DIR})
-    if (fs::exists(fs::path(dir) / "digits.csv.gz")) return dir;
-  return FTCC_SOURCE_DATASET_DIR;
+  const fs::path here = own_folder();
+  fs::path installed;
+  if (!here.empty()) {
+    for (const char* rel : {FTCC_DATASETS_FROM_LIBDIR, FTCC_DATASETS_FROM_BINDIR}) {
+      const fs::path dir = (here / rel).lexically_normal();
+      if (installed.empty()) installed = dir;
+      if (has_datasets(dir)) return dir.string();
+    }
+    // A program of the build folder (tests, tools): the source tree's copy.
+    const fs::path build_root = FTCC_BUILD_ROOT;
+    const auto [b, h] = std::mismatch(build_root.begin(), build_root.end(), here.begin(), here.end());
+    if (b == build_root.end() && has_datasets(FTCC_SOURCE_DATASET_DIR)) return FTCC_SOURCE_DATASET_DIR;
+  }
+  return installed.empty() ? std::string(FTCC_DATASETS_FROM_BINDIR) : installed.string();
 }
 
 Dataset load_diabetes(const std::string& dir) {

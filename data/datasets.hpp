@@ -6,8 +6,11 @@
 //   digits:   1797 samples x 64 pixel intensities (0..16, 8x8 images) -> 10 classes, targets
 //             one-hot [1797, 10] (for MSE training) and labels 0..9.
 //
-// The folder is found from $FTCC_DATA_DIR if set, else the installed data directory, else the
-// source tree this library was built from.
+// default_dataset_dir(): $FTCC_DATA_DIR if set; else the installation's share/ftcc/datasets,
+// found relative to the file holding this code (libftcc.so, or the program libftcc.a or the layers
+// were linked into), so a moved or DESTDIR installation uses its own copy; else, for a program run
+// from the build folder, the source tree's data/datasets. Otherwise the installation's path, which
+// the loaders then name in their "cannot open" error: never a checkout's copy by accident.
 #pragma once
 
 #include <string>

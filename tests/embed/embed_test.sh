@@ -180,3 +180,25 @@ for src in "$tmp"/docs/*.cpp; do
   [ "$rc" -eq 0 ] || { echo "embed_test: $(basename "$base") exited $rc" >&2; exit 1; }
   grep -qF "$expect" "$base.out" || { echo "embed_test: $(basename "$base") did not print '$expect'" >&2; exit 1; }
 done
+
+# The installation moved elsewhere, used without the checkout's environment: its bin/ftcc-run finds
+# the MPI from share/ftcc/ftcc-mpi.env and keeps the exit-status contract (0, 2 for a bad flag, 4 for
+# a job-level error), and its ftcc-train reads the data sets installed with it: a corrupted copy
+# there is the file the error names.
+prefix=$(cd "$libdir" && cd "$(pkg-config --variable=prefix ftcc)" && pwd)
+moved=$tmp/moved
+cp -a "$prefix" "$moved"
+[ -x "$moved/bin/ftcc-run" ] && [ -f "$moved/share/ftcc/ftcc-mpi.env" ] || fail "bin/ftcc-run or share/ftcc/ftcc-mpi.env not installed"
+installed_run() {
+  env -u FTCC_MPI_PREFIX -u FTCC_MPI_KIND -u FTCC_DATA_DIR PATH=/usr/bin:/bin "$moved/bin/ftcc-run" -n 2 \
+    "$moved/bin/ftcc-train" --dataset digits --steps 20 --quiet "$@" >"$tmp/moved.out" 2>&1
+}
+rc=0; installed_run || rc=$?
+[ "$rc" = 0 ] && grep -q '^FTCC_SUMMARY ' "$tmp/moved.out" || fail "the moved installation's ftcc-run + ftcc-train exited $rc: $(tail -3 "$tmp/moved.out")"
+rc=0; installed_run --lr -1 || rc=$?
+[ "$rc" = 2 ] || fail "the moved ftcc-run with a bad flag exited $rc, not 2: $(tail -3 "$tmp/moved.out")"
+echo "not,numbers" | gzip >"$moved/share/ftcc/datasets/digits.csv.gz"
+rc=0; installed_run || rc=$?
+[ "$rc" = 4 ] && grep -qF "$moved/share/ftcc/datasets/digits.csv.gz" "$tmp/moved.out" ||
+  fail "with its digits.csv.gz corrupted the moved installation exited $rc without naming it: $(tail -3 "$tmp/moved.out")"
+echo "embed_test: a moved installation runs bin/ftcc-run (exit 0, 2, 4) on its own MPI record and data sets"
