@@ -180,4 +180,26 @@ void mse_backward(const Tensor& pred, const Tensor& target, const Tensor& grad_o
   });
 }
 
+void cross_entropy_forward(const Tensor& logits, const Tensor& target, double scale, const Tensor& lse,
+                           const Tensor& out) {
+  same_place(logits, target, "cross_entropy_loss");
+  const std::int64_t rows = logits.size(0), cols = logits.size(1);
+  dispatch(logits, [&]<class T>(const cuda::KernelTable<T>* cu) {
+    const T *x = logits.data_as<T>(), *t = target.data_as<T>();
+    if (cu) cu->cross_entropy_forward(rows, cols, x, t, T(scale), lse.data_as<T>(), out.data_as<T>());
+    else *out.data_as<T>() = T(scale) * cpu::cross_entropy_forward<T>(rows, cols, x, t, lse.data_as<T>());
+  });
+}
+
+void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse, const Tensor& grad_out,
+                            double scale, const Tensor& grad_logits) {
+  same_place(logits, target, "cross_entropy_loss backward");
+  const std::int64_t rows = logits.size(0), cols = logits.size(1);
+  dispatch(logits, [&]<class T>(const cuda::KernelTable<T>* cu) {
+    const T *x = logits.data_as<T>(), *t = target.data_as<T>(), *l = lse.data_as<T>(), *g = grad_out.data_as<T>();
+    if (cu) cu->cross_entropy_backward(rows, cols, x, t, l, g, T(scale), grad_logits.data_as<T>());
+    else cpu::cross_entropy_backward<T>(rows, cols, x, t, l, T(scale) * *g, grad_logits.data_as<T>());
+  });
+}
+
 }  // namespace ftcc::tensor::kern

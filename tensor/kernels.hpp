@@ -40,4 +40,13 @@ void fill(const Tensor& out, double value);
 void mse_forward(const Tensor& pred, const Tensor& target, const Tensor& out);
 void mse_backward(const Tensor& pred, const Tensor& target, const Tensor& grad_out, const Tensor& grad_pred);
 
+// Cross-entropy of [N, C] logits against [N, C] probability targets: out[0] = scale * sum over
+// rows of -sum_j t_ij log_softmax(x)_ij, and lse[N, 2] = each row's maximum and log of the sum of
+// the shifted exponentials (the log-sum-exp in two parts), kept for backward:
+// grad_logits = scale g[0] (softmax(x) sum_j t_ij - t).
+void cross_entropy_forward(const Tensor& logits, const Tensor& target, double scale, const Tensor& lse,
+                           const Tensor& out);
+void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse, const Tensor& grad_out,
+                            double scale, const Tensor& grad_logits);
+
 }  // namespace ftcc::tensor::kern

@@ -132,6 +132,28 @@ void mse_backward(i64 n, const T* p, const T* t, T g, T* gp) {
   MVec<T>(gp, n) = (T(2) * g / T(n)) * (CVec<T>(p, n) - CVec<T>(t, n));
 }
 
+template <class T>
+T cross_entropy_forward(i64 rows, i64 cols, const T* x, const T* t, T* lse) {
+  Vec<T> loss(rows);
+  for (i64 i = 0; i < rows; ++i) {
+    CVec<T> xr(x + i * cols, cols), tr(t + i * cols, cols);
+    const T m = xr.maxCoeff();
+    const T log_s = std::log((xr - m).exp().sum());
+    lse[2 * i] = m;
+    lse[2 * i + 1] = log_s;
+    loss[i] = (tr * (m - xr)).sum() + log_s * tr.sum();
+  }
+  return loss.sum();
+}
+
+template <class T>
+void cross_entropy_backward(i64 rows, i64 cols, const T* x, const T* t, const T* lse, T g, T* gx) {
+  for (i64 i = 0; i < rows; ++i) {
+    CVec<T> xr(x + i * cols, cols), tr(t + i * cols, cols);
+    MVec<T>(gx + i * cols, cols) = g * (((xr - lse[2 * i]) - lse[2 * i + 1]).exp() * tr.sum() - tr);
+  }
+}
+
 // T is a type (float, double): it cannot be parenthesized, the check reads `, T*` as a product.
 // NOLINTBEGIN(bugprone-macro-parentheses)
 #define FTCC_INSTANTIATE(T)                                                                    \
@@ -146,7 +168,9 @@ void mse_backward(i64 n, const T* p, const T* t, T g, T* gp) {
   template void unary_backward<T>(int, i64, const T*, const T*, T*);                            \
   template T sum_all<T>(i64, const T*);                                                         \
   template T mse_forward<T>(i64, const T*, const T*);                                           \
-  template void mse_backward<T>(i64, const T*, const T*, T, T*);
+  template void mse_backward<T>(i64, const T*, const T*, T, T*);                                \
+  template T cross_entropy_forward<T>(i64, i64, const T*, const T*, T*);                        \
+  template void cross_entropy_backward<T>(i64, i64, const T*, const T*, const T*, T, T*);
 // NOLINTEND(bugprone-macro-parentheses)
 FTCC_INSTANTIATE(float)
 FTCC_INSTANTIATE(double)

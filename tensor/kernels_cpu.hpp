@@ -33,5 +33,15 @@ template <class T>
 T mse_forward(i64 n, const T* p, const T* t);
 template <class T>
 void mse_backward(i64 n, const T* p, const T* t, T g, T* gp);
+// Cross-entropy of row-major [rows, cols] logits x against probability targets t (one-hot rows
+// are the usual case). Per row, with m the row's maximum and s = sum_j exp(x_j - m):
+//   lse[2i] = m, lse[2i+1] = log s,   loss_i = sum_j t_j (m + log s - x_j) = sum_j t_j (m - x_j) + log s sum_j t_j
+// (no exp of a large logit, no log of a small probability; m and log s kept apart so that
+// x_j - m stays exact in backward when the logits are large). Returns sum_i loss_i.
+template <class T>
+T cross_entropy_forward(i64 rows, i64 cols, const T* x, const T* t, T* lse);
+// gx_ij = g (exp((x_ij - m) - log s) sum_j t_ij - t_ij): the gradient of g * sum_i loss_i.
+template <class T>
+void cross_entropy_backward(i64 rows, i64 cols, const T* x, const T* t, const T* lse, T g, T* gx);
 
 }  // namespace ftcc::tensor::cpu

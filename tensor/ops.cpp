@@ -194,6 +194,21 @@ class MseNode : public Node {
   double scale_;  // numel / denominator: the kernels compute means
 };
 
+class CrossEntropyNode : public Node {
+ public:
+  CrossEntropyNode(double scale, Tensor lse) : scale_(scale), lse_(std::move(lse)) {}
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor gx = like(inputs[0]);
+    kern::cross_entropy_backward(inputs[0], inputs[1], lse_, g, scale_, gx);
+    return {gx, Tensor()};
+  }
+  const char* name() const override { return "cross_entropy_loss"; }
+
+ private:
+  double scale_;  // 1 / denominator
+  Tensor lse_;    // [N, 2]: each row's maximum and log-sum-exp of the shifted logits, from forward
+};
+
 // The kernel of an activation; none for identity.
 std::optional<kern::Unary> unary_of(Activation act) {
   switch (act) {
@@ -330,6 +345,28 @@ Tensor mse_loss(const Tensor& pred, const Tensor& target, double denominator) {
   double scale = static_cast<double>(pred.numel()) / denominator;
   if (scale != 1.0) kern::scale_copy(scale, out, out);
   if (needs_grad({&pred})) attach(out, std::make_shared<MseNode>(scale), {pred, target.detach()});
+  return out;
+}
+
+Tensor cross_entropy_loss(const Tensor& logits, const Tensor& target) {
+  return cross_entropy_loss(logits, target, logits.dim() == 2 ? static_cast<double>(logits.size(0)) : 1.0);
+}
+
+Tensor cross_entropy_loss(const Tensor& logits, const Tensor& target, double denominator) {
+  check_same(logits, target, "cross_entropy_loss");
+  FTCC_CHECK(logits.dim() == 2 && logits.size(0) > 0 && logits.size(1) > 0)
+      << "cross_entropy_loss: logits must be [rows, classes] with at least one of each, got "
+      << shape_str(logits.shape());
+  FTCC_CHECK(target.shape() == logits.shape())
+      << "cross_entropy_loss: target " << shape_str(target.shape()) << " must have the logits' shape "
+      << shape_str(logits.shape()) << " (class probabilities per row; data::one_hot turns class indices into them)";
+  FTCC_CHECK(denominator > 0) << "cross_entropy_loss: denominator " << denominator;
+  Tensor out = scalar_like(logits);
+  Tensor lse = Tensor::empty({logits.size(0), 2}, logits.dtype(), logits.device());
+  const double scale = 1.0 / denominator;
+  kern::cross_entropy_forward(logits, target, scale, lse, out);
+  if (needs_grad({&logits}))
+    attach(out, std::make_shared<CrossEntropyNode>(scale, lse), {logits, target.detach()});
   return out;
 }
 

@@ -6,9 +6,8 @@
 //                   optionally followed by an activation in the same op
 //          add/sub/mul  same shapes; add also takes b of shape [n] against a of shape [..., n]
 //                       (bias broadcast over rows)
-//          sum, mean, mse_loss -> one-element tensor of shape [1]
+//          sum, mean, mse_loss, cross_entropy_loss -> one-element tensor of shape [1]
 //          relu, tanh, sigmoid: elementwise, any shape
-// Classification is done without softmax: MSE against one-hot targets (data/one_hot).
 #pragma once
 
 #include "ftcc/tensor/tensor.hpp"
@@ -40,6 +39,17 @@ Tensor mse_loss(const Tensor& pred, const Tensor& target);
 // mse_loss over the whole batch, so a trainer can sum micro-batch gradients (and allreduce-sum
 // across ranks) without rescaling.
 Tensor mse_loss(const Tensor& pred, const Tensor& target, double denominator);
+// Cross-entropy of logits [N, C] against targets [N, C] that are class probabilities (one-hot rows,
+// as data::one_hot makes them, or soft labels): mean over the N rows of -sum_j t_ij log_softmax(x)_ij.
+// PyTorch's F.cross_entropy(x, t) with probability targets. One fused op: the softmax is never
+// materialised in forward, the log-sum-exp is shifted by each row's maximum (finite for any finite
+// logits), and backward is softmax(x) sum_j t_ij - t. target never receives a gradient.
+// Throws ftcc::InvalidArgument when logits is not 2-D with at least one row and one column, or
+// target's shape differs.
+Tensor cross_entropy_loss(const Tensor& logits, const Tensor& target);
+// The sum of the rows' losses / denominator: with denominator = (global batch rows), micro-batch
+// gradients add up to the whole batch's, as for mse_loss.
+Tensor cross_entropy_loss(const Tensor& logits, const Tensor& target, double denominator);
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

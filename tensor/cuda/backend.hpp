@@ -28,7 +28,7 @@ namespace ftcc::tensor::cuda {
 
 // Version of the Backend layout. A table whose abi differs is refused (an old libftcc_cuda.so
 // left next to a new libftcc, or the reverse).
-inline constexpr int kBackendAbi = 1;
+inline constexpr int kBackendAbi = 2;
 
 // The kernels of kernels.hpp for one element type.
 template <class T>
@@ -46,6 +46,8 @@ struct KernelTable {
   decltype(&cuda::sum_all<T>) sum_all;
   decltype(&cuda::mse_forward<T>) mse_forward;
   decltype(&cuda::mse_backward<T>) mse_backward;
+  decltype(&cuda::cross_entropy_forward<T>) cross_entropy_forward;
+  decltype(&cuda::cross_entropy_backward<T>) cross_entropy_backward;
 };
 
 // Every member is non-null in a table that ftcc_cuda_backend() returns. The functions keep the

@@ -22,6 +22,8 @@ constexpr KernelTable<T> kernel_table() {
       .sum_all = &sum_all<T>,
       .mse_forward = &mse_forward<T>,
       .mse_backward = &mse_backward<T>,
+      .cross_entropy_forward = &cross_entropy_forward<T>,
+      .cross_entropy_backward = &cross_entropy_backward<T>,
   };
 }
 

@@ -48,6 +48,15 @@ void mse_forward(i64 n, const T* p, const T* t, T* out);
 template <class T>
 void mse_backward(i64 n, const T* p, const T* t, const T* g, T* gp);
 
+// Cross-entropy of row-major [rows, cols] logits x against probability targets t, one warp per
+// row (the formulas and the [rows, 2] lse of cpu::cross_entropy_forward), out[0] = scale * sum of
+// the row losses (summed as sum_all does, in an order that depends only on rows). Backward:
+// gx_ij = scale g[0] (exp((x_ij - m_i) - log s_i) sum_j t_ij - t_ij). rows, cols >= 1.
+template <class T>
+void cross_entropy_forward(i64 rows, i64 cols, const T* x, const T* t, T scale, T* lse, T* out);
+template <class T>
+void cross_entropy_backward(i64 rows, i64 cols, const T* x, const T* t, const T* lse, const T* g, T scale, T* gx);
+
 // Fused optimizer updates (one pass over parameter, gradient and state). optim.cu.
 void sgd_step(i64 n, float* param, const float* grad, float* momentum_buf, float lr, float momentum,
               float dampening, float weight_decay, bool nesterov, bool first_step);

@@ -1,5 +1,6 @@
-// tensor/cuda/reduce.cu: reductions: sum of all elements, column sums (bias gradient) and the
-// MSE loss forward (a reduction of squared differences) and backward.
+// tensor/cuda/reduce.cu: reductions: sum of all elements, column sums (bias gradient), the MSE
+// loss (a reduction of squared differences) and the cross-entropy loss (a warp per row for the
+// row's log-sum-exp, then the row losses reduced like a sum), forward and backward.
 //
 // Full reductions run in two launches: up to kMaxBlocks blocks each reduce a grid-stride share of
 // the input in registers, then across the warp with shuffles and across warps through shared
@@ -97,6 +98,70 @@ __global__ void mse_bwd_k(i64 n, const T* __restrict__ p, const T* __restrict__ 
     gp[i] = scale * (p[i] - t[i]);
 }
 
+template <class T>
+__device__ T warp_sum(T v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;  // valid in every lane
+}
+
+template <class T>
+__device__ T warp_max(T v) {
+  for (int off = 16; off > 0; off >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// Rows are spread over the warps of the grid; every lane of a warp works on the same row, so the
+// whole warp takes part in each shuffle.
+template <class T>
+__global__ void ce_rows_k(i64 rows, i64 cols, const T* __restrict__ x, const T* __restrict__ t, T* __restrict__ lse,
+                          T* __restrict__ row_loss) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const i64 warps = static_cast<i64>(gridDim.x) * (blockDim.x / 32);
+  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x / 32) + threadIdx.x / 32; i < rows; i += warps) {
+    const T* xr = x + i * cols;
+    const T* tr = t + i * cols;
+    T m = T(-INFINITY);
+    for (i64 j = lane; j < cols; j += 32) m = max(m, xr[j]);
+    m = warp_max(m);
+    T s = T(0), ts = T(0), tx = T(0);
+    for (i64 j = lane; j < cols; j += 32) {
+      s += exp(xr[j] - m);
+      ts += tr[j];
+      tx += tr[j] * (m - xr[j]);
+    }
+    s = warp_sum(s);
+    ts = warp_sum(ts);
+    tx = warp_sum(tx);
+    if (lane == 0) {
+      const T log_s = log(s);
+      lse[2 * i] = m;
+      lse[2 * i + 1] = log_s;
+      row_loss[i] = tx + log_s * ts;
+    }
+  }
+}
+
+template <class T>
+__global__ void ce_bwd_k(i64 rows, i64 cols, const T* __restrict__ x, const T* __restrict__ t,
+                         const T* __restrict__ lse, const T* __restrict__ g, T scale, T* __restrict__ gx) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const i64 warps = static_cast<i64>(gridDim.x) * (blockDim.x / 32);
+  const T k = scale * g[0];
+  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x / 32) + threadIdx.x / 32; i < rows; i += warps) {
+    const T* xr = x + i * cols;
+    const T* tr = t + i * cols;
+    T ts = T(0);
+    for (i64 j = lane; j < cols; j += 32) ts += tr[j];
+    ts = warp_sum(ts);
+    const T m = lse[2 * i], log_s = lse[2 * i + 1];
+    for (i64 j = lane; j < cols; j += 32) gx[i * cols + j] = k * (exp((xr[j] - m) - log_s) * ts - tr[j]);
+  }
+}
+
+constexpr int kRowBlock = 256;  // 8 warps, 8 rows at a time
+
+unsigned row_grid(i64 rows) { return detail::grid_for(rows, kRowBlock / 32); }
+
 }  // namespace
 
 template <class T>
@@ -124,11 +189,29 @@ void mse_backward(i64 n, const T* p, const T* t, const T* g, T* gp) {
   FTCC_CUDA_CHECK_LAUNCH();
 }
 
+template <class T>
+void cross_entropy_forward(i64 rows, i64 cols, const T* x, const T* t, T scale, T* lse, T* out) {
+  T* row_loss = nullptr;
+  FTCC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&row_loss), sizeof(T) * rows, 0));
+  ce_rows_k<T><<<row_grid(rows), kRowBlock>>>(rows, cols, x, t, lse, row_loss);
+  FTCC_CUDA_CHECK_LAUNCH();
+  reduce<T, 0>(rows, row_loss, nullptr, scale, out);
+  FTCC_CUDA_CHECK(cudaFreeAsync(row_loss, 0));
+}
+
+template <class T>
+void cross_entropy_backward(i64 rows, i64 cols, const T* x, const T* t, const T* lse, const T* g, T scale, T* gx) {
+  ce_bwd_k<T><<<row_grid(rows), kRowBlock>>>(rows, cols, x, t, lse, g, scale, gx);
+  FTCC_CUDA_CHECK_LAUNCH();
+}
+
 #define FTCC_INSTANTIATE(T)                                          \
   template void sum_all<T>(i64, const T*, T*);                       \
   template void colsum<T>(i64, i64, const T*, T*, bool);             \
   template void mse_forward<T>(i64, const T*, const T*, T*);         \
-  template void mse_backward<T>(i64, const T*, const T*, const T*, T*);
+  template void mse_backward<T>(i64, const T*, const T*, const T*, T*); \
+  template void cross_entropy_forward<T>(i64, i64, const T*, const T*, T, T*, T*); \
+  template void cross_entropy_backward<T>(i64, i64, const T*, const T*, const T*, const T*, T, T*);
 FTCC_INSTANTIATE(float)
 FTCC_INSTANTIATE(double)
 

@@ -196,6 +196,36 @@ TEST_F(CudaKernels, RowBroadcastColumnSumsAndReductions) {
   }
 }
 
+TEST_F(CudaKernels, CrossEntropyMatchesTheCpuReference) {
+  // One warp per row: rows and classes below, at and above a warp's 32 lanes and a block's 8 rows,
+  // logits up to +-30 (exp of the unshifted values would overflow nothing here, but the shift is
+  // what makes the two agree to float rounding), soft targets.
+  struct Case {
+    std::int64_t rows, cols;
+  };
+  for (Case c : {Case{1, 1}, Case{7, 10}, Case{9, 31}, Case{33, 32}, Case{100, 33}, Case{1000, 1000}, Case{4099, 3}}) {
+    SCOPED_TRACE(testing::Message() << c.rows << "x" << c.cols);
+    const auto n = static_cast<std::size_t>(c.rows * c.cols);
+    auto x = rand_vec(n, 16, -30, 30), t = rand_vec(n, 17, 0, 1);
+    std::vector<float> lse(static_cast<std::size_t>(2 * c.rows)), want_g(n);
+    const double sum = cpu::cross_entropy_forward<float>(c.rows, c.cols, x.data(), t.data(), lse.data());
+    cpu::cross_entropy_backward<float>(c.rows, c.cols, x.data(), t.data(), lse.data(), 0.7f / static_cast<float>(c.rows),
+                                       want_g.data());
+    Guarded dx(x), dt(t), dlse{std::vector<float>(lse.size())}, loss{std::vector<float>(1)}, g{std::vector<float>{0.7f}},
+        dg{std::vector<float>(n)};
+    cuda::cross_entropy_forward<float>(c.rows, c.cols, dx.ptr(), dt.ptr(), 1.0f / static_cast<float>(c.rows),
+                                       dlse.ptr(), loss.ptr());
+    // Row losses are sums of cols terms of size up to 60 x cols: float rounding of the order of
+    // cols x 2^-24 of that, relative.
+    expect_close(loss.get(), {static_cast<float>(sum / static_cast<double>(c.rows))},
+                 1e-6 * static_cast<double>(c.cols), 1e-5, "cross-entropy forward");
+    expect_close(dlse.get(), lse, 1e-5, 1e-6, "cross-entropy row max and log-sum");
+    cuda::cross_entropy_backward<float>(c.rows, c.cols, dx.ptr(), dt.ptr(), dlse.ptr(), g.ptr(),
+                                        1.0f / static_cast<float>(c.rows), dg.ptr());
+    expect_close(dg.get(), want_g, 1e-7, 1e-4, "cross-entropy backward");
+  }
+}
+
 TEST_F(CudaKernels, FusedOptimizerUpdatesMatchTheCpuReference) {
   const std::int64_t n = 10007;
   auto p0 = rand_vec(n, 11), g = rand_vec(n, 12), s0 = rand_vec(n, 13, 0, 1);
@@ -231,6 +261,30 @@ TEST_F(CudaKernels, TrainingStepOnCudaMatchesCpu) {
     co.zero_grad();
     go.zero_grad();
     Tensor lc = mse_loss((*cpu_model)(x), y), lg = mse_loss((*gpu_model)(gx), gy);
+    EXPECT_NEAR(lg.item(), lc.item(), 1e-5 * std::abs(lc.item()));
+    lc.backward();
+    lg.backward();
+    co.step();
+    go.step();
+  }
+  expect_close(nn::flatten_f32(gpu_model->named_parameters()), nn::flatten_f32(cpu_model->named_parameters()), 1e-5,
+               1e-4, "parameters after 3 steps");
+}
+
+TEST_F(CudaKernels, CrossEntropyTrainingStepOnCudaMatchesCpu) {
+  // As above, through tensor::cross_entropy_loss: one-hot targets, three SGD steps.
+  auto cpu_model = nn::mlp({13, 17, 5}, nn::Activation::ReLU, 6), gpu_model = nn::mlp({13, 17, 5}, nn::Activation::ReLU, 6);
+  gpu_model->to(Device::CUDA);
+  optim::SGD co(cpu_model->named_parameters(), {.lr = 0.1}), go(gpu_model->named_parameters(), {.lr = 0.1});
+  Tensor x = Tensor::from_vector({29, 13}, std::span<const float>(rand_vec(29 * 13, 18)));
+  std::vector<float> onehot(29 * 5, 0.0f);
+  for (std::size_t i = 0; i < 29; ++i) onehot[i * 5 + (i * 3) % 5] = 1.0f;
+  Tensor y = Tensor::from_vector({29, 5}, std::span<const float>(onehot));
+  Tensor gx = x.to(Device::CUDA), gy = y.to(Device::CUDA);
+  for (int s = 0; s < 3; ++s) {
+    co.zero_grad();
+    go.zero_grad();
+    Tensor lc = cross_entropy_loss((*cpu_model)(x), y), lg = cross_entropy_loss((*gpu_model)(gx), gy);
     EXPECT_NEAR(lg.item(), lc.item(), 1e-5 * std::abs(lc.item()));
     lc.backward();
     lg.backward();

@@ -120,6 +120,24 @@ TEST(GradCheck, MseLoss) {
   gradcheck("mse", [&](auto& in) { return mse_loss(in[0], target); }, {test::random_tensor({7, 3}, 22)});
 }
 
+// Soft targets (rows of positive weights that do not sum to 1, so the sum_j t_ij factor of the
+// gradient is exercised), one-hot targets, one class, and a denominator other than the rows.
+TEST(GradCheck, CrossEntropyLoss) {
+  Tensor soft = test::random_tensor({7, 5}, 40, 0.0, 1.0);
+  gradcheck("cross_entropy soft", [&](auto& in) { return cross_entropy_loss(in[0], soft); },
+            {test::random_tensor({7, 5}, 41, -3, 3)});
+  Tensor onehot = Tensor::zeros({6, 11}, DType::f64);
+  for (std::int64_t i = 0; i < 6; ++i) onehot.data_as<double>()[i * 11 + (i * 7) % 11] = 1.0;
+  gradcheck("cross_entropy one-hot", [&](auto& in) { return cross_entropy_loss(in[0], onehot, 23.0); },
+            {test::random_tensor({6, 11}, 42, -3, 3)});
+  Tensor one = test::random_tensor({4, 1}, 43, 0.5, 1.5);
+  gradcheck("cross_entropy one class", [&](auto& in) { return cross_entropy_loss(in[0], one); },
+            {test::random_tensor({4, 1}, 44)});
+  gradcheck(
+      "cross_entropy after linear", [&](auto& in) { return cross_entropy_loss(linear(in[0], in[1], in[2]), soft); },
+      {test::random_tensor({7, 3}, 45), test::random_tensor({5, 3}, 46), test::random_tensor({5}, 47)});
+}
+
 TEST(GradCheck, RowSliceAndReuse) {
   // A row slice feeds the loss, and the same tensor is used twice: gradients must land only in
   // the sliced rows and accumulate over both uses.

@@ -1,5 +1,6 @@
 // Tensor basics: views share storage, autograd bookkeeping (accumulation, zero_grad keeping the
 // buffer, no-grad scope), micro-batch gradients adding up to the batch gradient, errors, Philox.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -155,6 +156,73 @@ TEST(Autograd, MicroBatchGradientsSumToTheBatchGradient) {
   std::vector<double> mw = w.grad().to_vector_f64(), mb = b.grad().to_vector_f64();
   for (std::size_t i = 0; i < mw.size(); ++i) EXPECT_NEAR(mw[i], full_w[i], 1e-12);
   for (std::size_t i = 0; i < mb.size(); ++i) EXPECT_NEAR(mb[i], full_b[i], 1e-12);
+}
+
+TEST(CrossEntropy, KnownValues) {
+  // One row: logits (1, 2, 3), class 2: log(e + e^2 + e^3) - 3 = log(e^-2 + e^-1 + 1).
+  const double want = std::log(std::exp(-2.0) + std::exp(-1.0) + 1.0);
+  Tensor x = Tensor::from_vector({1, 3}, std::vector<float>{1, 2, 3});
+  Tensor t = Tensor::from_vector({1, 3}, std::vector<float>{0, 0, 1});
+  EXPECT_NEAR(cross_entropy_loss(x, t).item(), want, 1e-6);
+  // Equal logits: log C for any one-hot target; the mean over rows.
+  Tensor u = Tensor::zeros({4, 10}), y = Tensor::zeros({4, 10});
+  for (int i = 0; i < 4; ++i) y.data_as<float>()[i * 10 + 3 * i] = 1;
+  EXPECT_NEAR(cross_entropy_loss(u, y).item(), std::log(10.0), 1e-6);
+  // Soft targets: -sum_j t_j log_softmax_j, with a target row summing to 2 counted twice.
+  Tensor soft = Tensor::from_vector({1, 3}, std::vector<float>{0.5f, 0.5f, 1.0f});
+  const double lse = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+  EXPECT_NEAR(cross_entropy_loss(x, soft).item(), 0.5 * (lse - 1) + 0.5 * (lse - 2) + (lse - 3), 1e-5);
+  // A denominator: the sum of the rows' losses over it.
+  EXPECT_NEAR(cross_entropy_loss(u, y, 8.0).item(), std::log(10.0) / 2, 1e-6);
+}
+
+TEST(CrossEntropy, StableForLogitsFarFromZero) {
+  // exp(1000) overflows float and double: the shifted log-sum-exp must not. The loss of the right
+  // class is 0, of a class 2000 below the top 2000; the gradient is softmax - t.
+  Tensor x = Tensor::from_vector({2, 3}, std::vector<float>{1000, -1000, 0, -1e4f, -1e4f, -1e4f});
+  Tensor t = Tensor::from_vector({2, 3}, std::vector<float>{0, 1, 0, 1, 0, 0});
+  x.requires_grad_();
+  Tensor l = cross_entropy_loss(x, t);
+  EXPECT_NEAR(l.item(), (2000.0 + std::log(3.0)) / 2, 1e-3);
+  l.backward();
+  const auto g = x.grad().to_vector();
+  const std::vector<float> want{0.5f, -0.5f, 0, (1.0f / 3 - 1) / 2, 1.0f / 6, 1.0f / 6};
+  for (std::size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], want[i], 1e-6) << i;
+}
+
+TEST(CrossEntropy, MicroBatchGradientsSumToTheBatchGradient) {
+  // As for MSE: with cross_entropy_loss(logits, t, B) per micro-batch, the micro-batches'
+  // gradients add up to the whole batch's.
+  const std::int64_t B = 23, in = 7, out = 4;
+  Tensor x = test::random_tensor({B, in}, 13, -1, 1), t = test::random_tensor({B, out}, 14, 0, 1);
+  Tensor w = test::random_tensor({out, in}, 15);
+  w.requires_grad_();
+  cross_entropy_loss(linear(x, w, Tensor()), t).backward();
+  const std::vector<double> full = w.grad().to_vector_f64();
+  w.zero_grad();
+  for (std::int64_t s = 0; s < B; s += 5)
+    cross_entropy_loss(linear(x.rows(s, std::min(B, s + 5)), w, Tensor()), t.rows(s, std::min(B, s + 5)),
+                       static_cast<double>(B))
+        .backward();
+  const std::vector<double> parts = w.grad().to_vector_f64();
+  for (std::size_t i = 0; i < parts.size(); ++i) EXPECT_NEAR(parts[i], full[i], 1e-12);
+}
+
+TEST(CrossEntropy, BadShapesAreRefusedWithTheShapes) {
+  const auto message = [](const Tensor& x, const Tensor& t) {
+    try {
+      cross_entropy_loss(x, t);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  EXPECT_THAT(message(Tensor::zeros({5}), Tensor::zeros({5})), testing::HasSubstr("logits must be [rows, classes]"));
+  EXPECT_THAT(message(Tensor::zeros({0, 3}), Tensor::zeros({0, 3})), testing::HasSubstr("got [0, 3]"));
+  EXPECT_THAT(message(Tensor::zeros({4, 3}), Tensor::zeros({4})),
+              testing::HasSubstr("target [4] must have the logits' shape [4, 3]"));
+  EXPECT_THAT(message(Tensor::zeros({4, 3}), Tensor::zeros({4, 3}, DType::f64)), testing::HasSubstr("dtypes differ"));
+  EXPECT_THROW(cross_entropy_loss(Tensor::zeros({4, 3}), Tensor::zeros({4, 3}), 0.0), InvalidArgument);
 }
 
 TEST(Philox, MatchesThePublishedKnownAnswers) {
