@@ -44,7 +44,7 @@ bool first_rank() {
 
 // The choice flags as given; parse_choices turns them into the config's enums.
 struct ChoiceTexts {
-  std::string parallel = "dp", schedule = "gpipe", activation = "relu", optimizer = "sgd", device = "cpu", on_failure = "keep-global-batch";
+  std::string parallel = "dp", schedule = "gpipe", activation = "relu", loss = "auto", optimizer = "sgd", device = "cpu", on_failure = "keep-global-batch";
 };
 
 void parse_choices(const ChoiceTexts& t, ftcc::train::TrainConfig& c) {
@@ -52,6 +52,7 @@ void parse_choices(const ChoiceTexts& t, ftcc::train::TrainConfig& c) {
   c.parallel = tr::parse_choice<tr::Parallel>("--parallel", t.parallel);
   c.schedule = tr::parse_choice<tr::Schedule>("--schedule", t.schedule);
   c.activation = tr::parse_choice<tr::Activation>("--activation", t.activation);
+  c.loss = tr::parse_choice<tr::LossKind>("--loss", t.loss);
   c.optimizer = tr::parse_choice<tr::OptimizerKind>("--optimizer", t.optimizer);
   c.device = tr::parse_choice<tr::Device>("--device", t.device);
   c.on_failure = tr::parse_choice<tr::OnFailure>("--on-failure", t.on_failure);
@@ -70,6 +71,11 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
       ->capture_default_str();
   app.add_option("--layers", c.layers, "layer widths, input first, output last (e.g. 64,64,10)")->delimiter(',');
   app.add_option("--activation", t.activation, "relu | tanh | sigmoid")->check(CLI::IsMember({"relu", "tanh", "sigmoid"}))->capture_default_str();
+  app.add_option("--loss", t.loss,
+                 "auto (cross-entropy for a classification data set such as digits, mse otherwise) | mse | "
+                 "cross-entropy (softmax over the last layer's outputs, PyTorch's nn.CrossEntropyLoss)")
+      ->check(CLI::IsMember({"auto", "mse", "cross-entropy"}))
+      ->capture_default_str();
   app.add_option("--dataset", c.dataset, "diabetes | digits | synthetic:N:IN:OUT | PATH.csv[.gz] | PATH.npy");
   app.add_option("--epochs", c.epochs, "epochs to train, at least 1 (default 10 when --steps is not given)");
   app.add_option("--steps", c.steps, "global steps to train instead of --epochs, at least 1");

@@ -197,7 +197,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   auto done = [&] {
     return cfg.steps > 0 ? p.step >= cfg.steps : p.cursor.epoch >= (cfg.epochs > 0 ? cfg.epochs : 10);
   };
-  const std::int64_t outputs = widths.back();
+  const LossKind loss_kind = cfg.loss_in_use();
   const double setup_s = seconds_since(t_start);
   double evaluation_s = 0;
   double last_loss = 0;
@@ -211,7 +211,6 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     const auto range = sampler->rank_range(p.cursor.step, g.size(), g.rank());
     const auto ids = sampler->rank_ids(p.cursor, g.size(), g.rank());
     const std::int64_t B = sampler->batch_size(p.cursor.step);
-    const double denom = static_cast<double>(B * outputs);
     double loss_part = 0.0;
     data::SampleTally fed;  // the samples this rank feeds to the model in this step
     bool grads_finite = true;
@@ -225,7 +224,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
       auto b = td.train.gather(ids, dev);
       timer.mark(Phase::data);
       if (!cfg.deterministic) {
-        auto loss = tensor::mse_loss((*model)(b.x), b.y, denom);
+        auto loss = batch_loss(loss_kind, (*model)(b.x), b.y, B);
         timer.mark(Phase::forward);
         loss.backward();
         timer.mark(Phase::backward);
@@ -241,7 +240,7 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
           const std::int64_t e = std::min(s + mb, range.end);
           opt->zero_grad();
           timer.mark(Phase::optimizer);
-          auto loss = tensor::mse_loss((*model)(b.x.rows(s - first, e - first)), b.y.rows(s - first, e - first), denom);
+          auto loss = batch_loss(loss_kind, (*model)(b.x.rows(s - first, e - first)), b.y.rows(s - first, e - first), B);
           timer.mark(Phase::forward);
           loss.backward();
           timer.mark(Phase::backward);
@@ -306,12 +305,12 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
             peak = static_cast<std::int64_t>(tensor::cpu_tensor_memory().peak);
             fc::allreduce(g.comm(), fc::kInPlace, &peak, 1, fc::DType::i64, fc::ReduceOp::max);
             const auto t_eval = Clock::now();
-            figures = evaluate_split(g.comm(), *model, td.train, td.test, td.classification, dev);
+            figures = evaluate_split(g.comm(), *model, td.train, td.test, td.classification, cfg.loss_in_use(), dev);
             evaluation_s = seconds_since(t_eval);
           },
       .recovered = [&](const recovery::RecoveryEvent& ev) { report.recovered(ev); }});
 
-  TrainSummary s = TrainSummary::of_run(figures.train_mse, last_loss, td.classification, figures.eval, p.step,
+  TrainSummary s = TrainSummary::of_run(cfg.loss_in_use(), figures.train_loss, last_loss, td.classification, figures.eval, p.step,
                                         p.cursor.epoch, n0, g, p.tally(), sampler->expected_tally(p.cursor),
                                         to_hex(sha256_of(params)), t_start);
   s.step_samples_per_s = report.steady_samples_per_s();

@@ -101,11 +101,11 @@ class Driver {
               const auto t_eval = Clock::now();
               gather_full(c);
               final = final_metrics(c, c.rank() == 0 ? full_.model.get() : nullptr, td_.train, td_.test,
-                                    td_.classification);
+                                    td_.classification, cfg_.loss_in_use());
               evaluation_s = std::chrono::duration<double>(Clock::now() - t_eval).count();
             },
         .recovered = [&](const recovery::RecoveryEvent& ev) { report.recovered(ev); }});
-    TrainSummary sum = TrainSummary::of_run(final.train_mse, last_loss, td_.classification, final.eval, p_.step,
+    TrainSummary sum = TrainSummary::of_run(cfg_.loss_in_use(), final.train_loss, last_loss, td_.classification, final.eval, p_.step,
                                             p_.cursor.epoch, g_.initial_size(), g_, p_.tally(),
                                             sampler_.expected_tally(p_.cursor), to_hex(final.digest), t_start_);
     sum.step_samples_per_s = report.steady_samples_per_s();

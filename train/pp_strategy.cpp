@@ -81,7 +81,6 @@ class PipelineStrategy final : public ModelParallelStrategy {
     const bool first = me == 0, last = me == n - 1;
     FTCC_INVARIANT(stage_->first() == units_of(n, me).front().index) << "pp: stage built for another partition";
     const auto B = static_cast<std::int64_t>(ids.size());
-    const double denom = static_cast<double>(global_rows * widths_.back());
     data::Batch b;
     if (first || last) b = td_.train.gather(ids);
     const std::int64_t M = std::min<std::int64_t>(cfg_.micro_batches, B);
@@ -128,7 +127,7 @@ class PipelineStrategy final : public ModelParallelStrategy {
       }
       tensor::Tensor out = stage_->forward(in);
       if (last) {
-        out = tensor::mse_loss(out, b.y.rows(s, e), denom);
+        out = batch_loss(cfg_.loss_in_use(), out, b.y.rows(s, e), global_rows);
         share.loss += out.item();
       } else {  // the bytes only: pinning `out` itself would keep its graph (the activations) alive
         fwd_sends[static_cast<size_t>(k)] = send(out.detach(), me + 1, kForwardTag);

@@ -9,7 +9,7 @@
 // Schedule (GPipe): the global batch is cut into --micro-batches M contiguous micro-batches. All M
 // forwards run first (stage r receives activations [mb, width] from r-1 and sends its output to
 // r+1), then all M backwards in reverse (the activations' gradients go back the same way). The last
-// stage's loss is mse_loss(pred, target, B * outputs), so the micro-batch gradients sum to the
+// stage's loss is batch_loss(--loss, pred, target, B) (run_common.hpp), so the micro-batch gradients sum to the
 // gradient of the whole batch; each stage then takes its own optimizer step.
 #pragma once
 

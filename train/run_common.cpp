@@ -182,10 +182,18 @@ FullModel make_full_model(const TrainConfig& cfg, const std::vector<std::int64_t
   return f;
 }
 
-double mse_on(nn::Module& model, const data::Dataset& d, Device dev) {
+tensor::Tensor batch_loss(LossKind loss, const tensor::Tensor& out, const tensor::Tensor& y, std::int64_t global_rows) {
+  FTCC_INVARIANT(loss != LossKind::automatic) << "batch_loss: the loss in use is never automatic";
+  FTCC_INVARIANT(out.dim() == 2) << "batch_loss: output " << tensor::shape_str(out.shape()) << " is not [rows, outputs]";
+  const auto rows = static_cast<double>(global_rows);
+  if (loss == LossKind::cross_entropy) return tensor::cross_entropy_loss(out, y, rows);
+  return tensor::mse_loss(out, y, rows * static_cast<double>(out.size(1)));
+}
+
+double loss_on(nn::Module& model, const data::Dataset& d, LossKind loss, Device dev) {
   tensor::NoGradGuard no_grad;
   auto b = all_of(d, dev);
-  return tensor::mse_loss(model(b.x), b.y).item();
+  return batch_loss(loss, model(b.x), b.y, d.size()).item();
 }
 
 double accuracy_on(nn::Module& model, const data::Dataset& d, Device dev) {
@@ -199,9 +207,16 @@ double accuracy_on(nn::Module& model, const data::Dataset& d, Device dev) {
 
 namespace {
 
-// Per chunk of d owned by rank r of n: the sum of squared errors (or, for `accuracy`, the count of
-// correct argmax answers), in `out[chunk]`.
-void chunk_sums(nn::Module& model, const data::Dataset& d, bool accuracy, int r, int n, Device dev,
+// What split_figure measures: the training loss in use (mse or cross_entropy) or, with
+// `accuracy`, the fraction of correct argmax answers.
+struct Figure {
+  bool accuracy = false;
+  LossKind loss = LossKind::mse;
+};
+
+// Per chunk of d owned by rank r of n: the sum of squared errors, of the rows' cross-entropies, or
+// (accuracy) the count of correct argmax answers, in `out[chunk]`.
+void chunk_sums(nn::Module& model, const data::Dataset& d, Figure fig, int r, int n, Device dev,
                 std::vector<double>& out) {
   tensor::NoGradGuard no_grad;
   const std::int64_t N = d.size();
@@ -212,9 +227,11 @@ void chunk_sums(nn::Module& model, const data::Dataset& d, bool accuracy, int r,
     const auto batch = d.gather(ids, dev);
     const auto pred = model(batch.x).to(Device::CPU);
     double sum = 0;
-    if (accuracy) {
+    if (fig.accuracy) {
       const auto top = data::argmax_rows(pred);
       for (std::size_t i = 0; i < top.size(); ++i) sum += top[i] == d.labels[static_cast<std::size_t>(b) + i];
+    } else if (fig.loss == LossKind::cross_entropy) {
+      sum = tensor::cross_entropy_loss(pred, batch.y.to(Device::CPU), 1.0).item();  // the rows' sum
     } else {
       const auto p = pred.to_vector(), y = batch.y.to(Device::CPU).to_vector();
       for (std::size_t i = 0; i < p.size(); ++i) sum += (static_cast<double>(p[i]) - y[i]) * (static_cast<double>(p[i]) - y[i]);
@@ -223,16 +240,16 @@ void chunk_sums(nn::Module& model, const data::Dataset& d, bool accuracy, int r,
   }
 }
 
-// The figure of d: mean squared error per element, or accuracy.
-double split_figure(fc::Communicator& c, nn::Module& model, const data::Dataset& d, bool accuracy, Device dev) {
+// The figure of d: mean squared error per element, mean cross-entropy per row, or accuracy.
+double split_figure(fc::Communicator& c, nn::Module& model, const data::Dataset& d, Figure fig, Device dev) {
   const std::int64_t chunks = (d.size() + kEvalChunk - 1) / kEvalChunk;
   const fc::KeptBuffer<std::vector<double>> kept_sums(static_cast<std::size_t>(chunks), 0.0);
   std::vector<double>& sums = *kept_sums;
-  chunk_sums(model, d, accuracy, c.rank(), c.size(), dev, sums);
+  chunk_sums(model, d, fig, c.rank(), c.size(), dev, sums);
   if (c.size() > 1 && chunks > 0) fc::allreduce(c, fc::kInPlace, sums.data(), sums.size(), fc::DType::f64, fc::ReduceOp::sum);
   double total = 0;
   for (double v : sums) total += v;  // each chunk came from one rank, zeros from the others: exact
-  const double per = accuracy ? static_cast<double>(d.size())
+  const double per = fig.accuracy || fig.loss == LossKind::cross_entropy ? static_cast<double>(d.size())
                               : static_cast<double>(d.size()) * static_cast<double>(d.num_targets());
   return per > 0 ? total / per : 0.0;
 }
@@ -240,15 +257,15 @@ double split_figure(fc::Communicator& c, nn::Module& model, const data::Dataset&
 }  // namespace
 
 EvalFigures evaluate_split(fc::Communicator& c, nn::Module& model, const data::Dataset& train,
-                           const data::Dataset& test, bool classification, Device dev) {
+                           const data::Dataset& test, bool classification, LossKind loss, Device dev) {
   EvalFigures f;
-  f.train_mse = split_figure(c, model, train, false, dev);
-  f.eval = split_figure(c, model, test, classification, dev);
+  f.train_loss = split_figure(c, model, train, {.accuracy = false, .loss = loss}, dev);
+  f.eval = split_figure(c, model, test, {.accuracy = classification, .loss = LossKind::mse}, dev);
   return f;
 }
 
 FinalMetrics final_metrics(fc::Communicator& c, nn::Module* model, const data::Dataset& train,
-                           const data::Dataset& test, bool classification, Device dev) {
+                           const data::Dataset& test, bool classification, LossKind loss, Device dev) {
   const fc::KeptBuffer<std::array<double, 2>> kept_result;
   const fc::KeptBuffer<std::array<std::int64_t, 4>> kept_digest;
   double* result = kept_result->data();
@@ -257,15 +274,15 @@ FinalMetrics final_metrics(fc::Communicator& c, nn::Module* model, const data::D
   static_assert(digest_bytes == sizeof(Digest));
   if (c.rank() == 0) {
     FTCC_INVARIANT(model != nullptr) << "final_metrics: rank 0 holds no model";
-    result[0] = mse_on(*model, train, dev);
-    result[1] = classification ? accuracy_on(*model, test, dev) : mse_on(*model, test, dev);
+    result[0] = loss_on(*model, train, loss, dev);
+    result[1] = classification ? accuracy_on(*model, test, dev) : loss_on(*model, test, LossKind::mse, dev);
     const Digest d = sha256_of(model->named_parameters());
     std::memcpy(digest_words, d.data(), digest_bytes);
   }
   fc::broadcast(c, result, 2, fc::DType::f64, 0);
   fc::broadcast(c, digest_words, 4, fc::DType::i64, 0);
   FinalMetrics m;
-  m.train_mse = result[0];
+  m.train_loss = result[0];
   m.eval = result[1];
   std::memcpy(m.digest.data(), digest_words, digest_bytes);
   return m;
@@ -326,12 +343,14 @@ void load_init_weights_on_rank0(fc::Communicator& c, const TrainConfig& cfg, nn:
   v.share(c);
 }
 
-TrainSummary TrainSummary::of_run(double final_loss, double last_step_loss, bool classification, double eval_metric,
+TrainSummary TrainSummary::of_run(LossKind loss, double final_loss, double last_step_loss, bool classification,
+                                  double eval_metric,
                                   std::int64_t steps, std::int64_t epochs, int world_size_initial,
                                   const recovery::ResilientGroup& group, const data::SampleTally& seen,
                                   const data::SampleTally& expected, std::string param_sha256,
                                   std::chrono::steady_clock::time_point start) {
   TrainSummary s;
+  s.loss_name = choice_name(loss);
   s.final_loss = final_loss;
   s.last_step_loss = last_step_loss;
   s.eval_name = classification ? "accuracy" : "mse";
@@ -355,7 +374,8 @@ TrainSummary TrainSummary::of_run(double final_loss, double last_step_loss, bool
 nlohmann::json TrainSummary::to_json() const {
   nlohmann::json rec = nlohmann::json::array();
   for (const auto& e : recoveries) rec.push_back(e.to_json());
-  nlohmann::json j = {{"final_loss", final_loss},
+  nlohmann::json j = {{"loss", loss_name},
+          {"final_loss", final_loss},
           {"last_step_loss", last_step_loss},
           {"eval_metric", eval_metric},
           {"eval_name", eval_name},

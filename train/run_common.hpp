@@ -51,7 +51,8 @@ struct TrainProgress {
 };
 
 struct TrainSummary {
-  double final_loss = 0;      // MSE over the whole training set with the final parameters
+  std::string loss_name;      // the training loss: "mse" or "cross-entropy" (--loss)
+  double final_loss = 0;      // that loss over the whole training set with the final parameters
   double last_step_loss = 0;  // mean loss of the last global batch
   std::string eval_name;      // "accuracy" (classification) or "mse" (regression), held-out set
   double eval_metric = 0;
@@ -81,7 +82,8 @@ struct TrainSummary {
 
   nlohmann::json to_json() const;
   // The summary every trainer ends with; wall_s and samples_per_s are measured from `start`.
-  static TrainSummary of_run(double final_loss, double last_step_loss, bool classification, double eval_metric,
+  static TrainSummary of_run(LossKind loss, double final_loss, double last_step_loss, bool classification,
+                             double eval_metric,
                              std::int64_t steps, std::int64_t epochs, int world_size_initial,
                              const recovery::ResilientGroup& group, const data::SampleTally& seen,
                              const data::SampleTally& expected, std::string param_sha256,
@@ -155,30 +157,38 @@ struct FullModel {
 };
 FullModel make_full_model(const TrainConfig& cfg, const std::vector<std::int64_t>& widths);
 
-// MSE of model over all of d, and classification accuracy (argmax) over d, on device `dev`.
-double mse_on(nn::Module& model, const data::Dataset& d, Device dev = Device::CPU);
+// The loss of one micro-batch (`out` against targets `y`) of a global batch of `global_rows` rows,
+// scaled so that the micro-batches' gradients add up to the gradient of the whole batch's mean
+// loss: MSE divides by global_rows x outputs, cross-entropy by global_rows. `loss` is a loss in
+// use (TrainConfig::loss_in_use), not automatic.
+tensor::Tensor batch_loss(LossKind loss, const tensor::Tensor& out, const tensor::Tensor& y, std::int64_t global_rows);
+
+// The mean loss (MSE per element, or cross-entropy per row) of model over all of d, and
+// classification accuracy (argmax) over d, on device `dev`.
+double loss_on(nn::Module& model, const data::Dataset& d, LossKind loss, Device dev = Device::CPU);
 double accuracy_on(nn::Module& model, const data::Dataset& d, Device dev = Device::CPU);
 
 // The same figures as final_metrics without the digest, computed by every rank of c on its share of
-// the data: fixed chunks of kEvalChunk rows, chunk i on rank i % n, each chunk's sum of squared
-// errors (or correct answers) accumulated in double and the chunks summed in their order after an
+// the data: fixed chunks of kEvalChunk rows, chunk i on rank i % n, each chunk's sum of losses
+// (or correct answers) accumulated in double and the chunks summed in their order after an
 // allreduce, so the result is bitwise the same for any rank count. Collective.
 inline constexpr std::int64_t kEvalChunk = 256;
 struct EvalFigures {
-  double train_mse = 0, eval = 0;
+  double train_loss = 0, eval = 0;
 };
 EvalFigures evaluate_split(comm::Communicator& c, nn::Module& model, const data::Dataset& train,
-                           const data::Dataset& test, bool classification, Device dev);
+                           const data::Dataset& test, bool classification, LossKind loss, Device dev);
 
 // End-of-run figures, computed on rank 0 from the full model (`model` is only read there and may
-// be null elsewhere) and broadcast: training MSE, held-out metric (accuracy for classification,
+// be null elsewhere) and broadcast: the training loss, held-out metric (accuracy for classification,
 // else MSE), SHA-256 of the parameters.
 struct FinalMetrics {
-  double train_mse = 0, eval = 0;
+  double train_loss = 0, eval = 0;
   Digest digest{};
 };
 FinalMetrics final_metrics(comm::Communicator& c, nn::Module* model, const data::Dataset& train,
-                           const data::Dataset& test, bool classification, Device dev = Device::CPU);
+                           const data::Dataset& test, bool classification, LossKind loss,
+                           Device dev = Device::CPU);
 
 // What a start from a file gave: the progress to continue from and the file.
 struct StartPoint {

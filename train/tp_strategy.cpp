@@ -126,7 +126,7 @@ class TensorStrategy final : public ModelParallelStrategy {
     t.requires_grad_(true);
     tensor::Tensor out = t;
     if (L_ % 2 == 1) out = tensor::linear(t, param(L_ - 1, "weight"), param(L_ - 1, "bias"));
-    auto loss = tensor::mse_loss(out, b.y, static_cast<double>(global_rows * widths_.back()));
+    auto loss = batch_loss(cfg_.loss_in_use(), out, b.y, global_rows);
     loss.backward();
     tensor::Tensor grad = t.grad();
     for (int j = pairs - 1; j >= 0; --j) {

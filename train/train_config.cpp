@@ -7,6 +7,7 @@
 
 #include "ftcc/base/error.hpp"
 #include "ftcc/recovery/fault_spec.hpp"
+#include "ftcc/train/training_data.hpp"
 
 namespace ftcc::train {
 namespace {
@@ -52,6 +53,9 @@ const std::vector<Field>& fields() {
       choice_field("parallel", &TrainConfig::parallel, kSafe),  // dp, pp and tp checkpoints are one format: the full model
       field("layers", &TrainConfig::layers, kUnsafe),
       choice_field("activation", &TrainConfig::activation, kUnsafe),
+      // Kept as the loss in use (auto resolved), so that auto and the loss it stands for compare equal.
+      {"loss", kUnsafe, {}, [](const TrainConfig& c) { return nlohmann::json(choice_name(c.loss_in_use())); },
+       [](TrainConfig& c, const nlohmann::json& j) { c.loss = parse_choice<LossKind>("--loss", j.get<std::string>()); }},
       field("dataset", &TrainConfig::dataset, kUnsafe),
       field("epochs", &TrainConfig::epochs, kSafe),
       field("steps", &TrainConfig::steps, kSafe),
@@ -174,6 +178,15 @@ void TrainConfig::validate() const {
     for (auto w : layers) FTCC_REQUIRE(w > 0) << "--layers widths must be > 0, got " << w;
   }
   recovery::parse_fault_specs(inject);  // throws with the grammar
+  FTCC_REQUIRE(loss != LossKind::cross_entropy || is_classification_dataset(dataset))
+      << "--loss cross-entropy needs a classification data set (targets that are class probabilities, such as "
+         "digits' one-hot rows); --dataset '"
+      << dataset << "' is regression: use --loss mse (or auto, which picks it)";
+}
+
+LossKind TrainConfig::loss_in_use() const {
+  if (loss != LossKind::automatic) return loss;
+  return is_classification_dataset(dataset) ? LossKind::cross_entropy : LossKind::mse;
 }
 
 std::string TrainConfig::canonical() const {
@@ -181,7 +194,7 @@ std::string TrainConfig::canonical() const {
   os.precision(17);
   os << "parallel=" << choice_name(parallel) << " layers=";
   for (auto w : layers) os << w << ',';
-  os << " activation=" << choice_name(activation) << " dataset=" << dataset << " epochs=" << epochs << " steps=" << steps
+  os << " activation=" << choice_name(activation) << " loss=" << choice_name(loss_in_use()) << " dataset=" << dataset << " epochs=" << epochs << " steps=" << steps
      << " batch=" << batch << " micro_batch=" << micro_batch << " lr=" << lr << " optimizer=" << choice_name(optimizer)
      << " momentum=" << momentum << " weight_decay=" << weight_decay << " seed=" << seed << " device=" << choice_name(device)
      << " deterministic=" << deterministic << " on_failure=" << choice_name(on_failure) << " hang_timeout=" << hang_timeout_s
@@ -201,6 +214,7 @@ nlohmann::json TrainConfig::to_json() const {
 
 TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
   TrainConfig c;
+  if (!j.contains("loss")) c.loss = LossKind::mse;
   for (const auto& f : fields())
     if (auto it = j.find(f.name); it != j.end()) f.set(c, *it);
   return c;

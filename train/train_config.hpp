@@ -31,6 +31,9 @@ enum class Parallel : std::uint8_t { dp, pp, tp, dp_pp, dp_tp };
 enum class Schedule : std::uint8_t { gpipe, one_f_one_b };
 enum class OptimizerKind : std::uint8_t { sgd, adam, adamw };
 enum class OnFailure : std::uint8_t { keep_global_batch, keep_local_batch };
+// The training loss (--loss): automatic is cross-entropy for a classification data set (digits)
+// and MSE for regression; TrainConfig::loss_in_use() resolves it.
+enum class LossKind : std::uint8_t { automatic, mse, cross_entropy };
 using nn::Activation;
 using tensor::Device;
 
@@ -59,6 +62,10 @@ template <> struct Choices<OnFailure> {
 template <> struct Choices<Activation> {
   static constexpr std::array<std::pair<Activation, const char*>, 3> names{
       {{Activation::ReLU, "relu"}, {Activation::Tanh, "tanh"}, {Activation::Sigmoid, "sigmoid"}}};
+};
+template <> struct Choices<LossKind> {
+  static constexpr std::array<std::pair<LossKind, const char*>, 3> names{
+      {{LossKind::automatic, "auto"}, {LossKind::mse, "mse"}, {LossKind::cross_entropy, "cross-entropy"}}};
 };
 template <> struct Choices<Device> {
   static constexpr std::array<std::pair<Device, const char*>, 2> names{{{Device::CPU, "cpu"}, {Device::CUDA, "cuda"}}};
@@ -95,6 +102,7 @@ struct TrainConfig {
   Parallel parallel = Parallel::dp;
   std::vector<std::int64_t> layers;           // widths; empty = {features, 64, targets}
   Activation activation = Activation::ReLU;
+  LossKind loss = LossKind::automatic;
   std::string dataset = "digits";             // diabetes | digits | synthetic:N:IN:OUT | PATH.csv[.gz] | PATH.npy
   std::int64_t epochs = 0;                    // one of epochs / steps; both 0 = 10 epochs (0 = not given:
   std::int64_t steps = 0;                     // ftcc-train refuses an explicit --epochs 0 or --steps 0)
@@ -134,6 +142,9 @@ struct TrainConfig {
 
   // Throws ftcc::InvalidArgument naming the flag and the accepted values.
   void validate() const;
+  // The loss the run trains with: `loss`, or for automatic, cross-entropy when the data set is a
+  // classification set (train/training_data.hpp) and MSE otherwise. Never automatic.
+  LossKind loss_in_use() const;
   // pp or dp,pp: the model is cut into pipeline stages; tp or dp,tp: into tensor-parallel shards.
   bool pipeline() const { return parallel == Parallel::pp || parallel == Parallel::dp_pp; }
   bool tensor_parallel() const { return parallel == Parallel::tp || parallel == Parallel::dp_tp; }
@@ -147,8 +158,9 @@ struct TrainConfig {
   // Every field, keyed by its flag's name without "--" ("batch", "micro-batch").
   nlohmann::json to_json() const;
   // The inverse. A field absent from j keeps its default (a record written before the field
-  // existed was made by code that behaved as the default does); unknown keys are ignored; a
-  // value of the wrong type throws nlohmann::json::exception.
+  // existed was made by code that behaved as the default does), except `loss`: records written
+  // before it existed were trained with MSE, so its absence reads as mse. Unknown keys are ignored;
+  // a value of the wrong type throws nlohmann::json::exception.
   static TrainConfig from_json(const nlohmann::json& j);
 };
 

@@ -141,6 +141,8 @@ data::Dataset last_column_is_target(const tensor::Tensor& t, const std::string& 
 
 }  // namespace
 
+bool is_classification_dataset(const std::string& spec) { return spec == "digits"; }
+
 TrainingData load_training_data(const std::string& spec, std::uint64_t seed, double held_out,
                                 comm::Communicator* share) {
   TrainingData out;
@@ -150,7 +152,7 @@ TrainingData load_training_data(const std::string& spec, std::uint64_t seed, dou
     all = data::load_diabetes();
   } else if (spec == "digits") {
     all = data::load_digits();
-    out.classification = true;
+    out.classification = is_classification_dataset(spec);
     out.classes = 10;
   } else if (spec.rfind("synthetic:", 0) == 0) {
     all = synthetic(spec, seed, share);

@@ -26,6 +26,10 @@ struct TrainingData {
   int classes = 0;
 };
 
+// Whether --dataset `spec` names a classification set (targets are one-hot class rows; eval metric
+// accuracy): digits. What load_training_data sets as `classification`.
+bool is_classification_dataset(const std::string& spec);
+
 // share: the ranks of the job; they then make synthetic data together (each rank 1/size of the
 // rows, one allgather; the same bits as one rank alone). Other datasets are read by every rank.
 // A failure of a rank meanwhile throws comm::FaultDetected (a collective, comm/collectives.hpp).

@@ -1,5 +1,6 @@
 // tests/train/resume_config_test.cpp: what --resume checks (train/train_config.hpp's field table,
 // config_differences, resume_refusal) and where (CheckpointStore::newest_valid), without MPI.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -45,6 +46,7 @@ TrainConfig non_default() {
   c.parallel = Parallel::pp;
   c.layers = {64, 32, 10};
   c.activation = Activation::Tanh;
+  c.loss = LossKind::mse;  // the default's loss in use is cross-entropy (auto on digits)
   c.dataset = "diabetes";
   c.epochs = 5;  // both set: validate() would refuse, the table does not care
   c.steps = 77;
@@ -116,6 +118,7 @@ TEST(ResumeConfig, AbsentFieldsKeepTheirDefaultsUnknownAreIgnored) {
   EXPECT_EQ(c.batch, 32);
   TrainConfig expected;
   expected.batch = 32;
+  expected.loss = LossKind::mse;  // a record without a loss was trained with MSE
   EXPECT_TRUE(config_differences(c, expected).empty());
   EXPECT_THROW(TrainConfig::from_json({{"batch", "thirty-two"}}), nlohmann::json::exception);
   // The choices are enums: a record names them as the flags do, and a name no flag takes is refused.
@@ -141,9 +144,35 @@ TEST(ResumeConfig, RefusalNamesEveryUnsafeFieldWithBothValues) {
                  "lr, epochs, steps, the rank count, parallel, ... see docs/training.md)");
 }
 
+TEST(ResumeConfig, LossIsRecordedAsTheLossInUse) {
+  TrainConfig digits;  // --loss auto on digits trains with cross-entropy
+  EXPECT_EQ(digits.loss_in_use(), LossKind::cross_entropy);
+  EXPECT_EQ(digits.to_json().at("loss"), "cross-entropy");
+  TrainConfig explicit_ce = digits;
+  explicit_ce.loss = LossKind::cross_entropy;
+  EXPECT_TRUE(config_differences(digits, explicit_ce).empty());
+  TrainConfig diabetes;
+  diabetes.dataset = "diabetes";
+  EXPECT_EQ(diabetes.loss_in_use(), LossKind::mse);
+  // A checkpoint written before --loss existed was trained with MSE: resuming it on digits now
+  // (cross-entropy by default) is refused, on diabetes it is the same loss.
+  EXPECT_EQ(resume_refusal(TrainConfig::from_json({{"dataset", "digits"}}), digits).rfind("loss mse (checkpoint) vs cross-entropy (now);", 0), 0u)
+      << resume_refusal(TrainConfig::from_json({{"dataset", "digits"}}), digits);
+  EXPECT_EQ(resume_refusal(TrainConfig::from_json({{"dataset", "diabetes"}}), diabetes), "");
+  // Cross-entropy needs class probabilities as targets: a regression set is refused, by flag.
+  diabetes.loss = LossKind::cross_entropy;
+  try {
+    diabetes.validate();
+    FAIL() << "--loss cross-entropy on diabetes was accepted";
+  } catch (const ftcc::InvalidArgument& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("--loss cross-entropy needs a classification data set"));
+    EXPECT_THAT(e.what(), testing::HasSubstr("--dataset 'diabetes' is regression: use --loss mse"));
+  }
+}
+
 TEST(ResumeConfig, Classification) {
   const TrainConfig base;
-  const std::vector<std::string> unsafe = {"layers",  "activation", "dataset",       "batch",       "micro-batch",
+  const std::vector<std::string> unsafe = {"layers",  "activation", "loss", "dataset",       "batch",       "micro-batch",
                                            "optimizer", "momentum", "seed",          "deterministic", "on-failure",
                                            "held-out"};
   const std::vector<std::string> safe = {"parallel",       "epochs",   "steps",        "lr",           "weight-decay",

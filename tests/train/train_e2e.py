@@ -236,6 +236,16 @@ if case == "fault_free_matches_single_process":
     det = [s["param_sha256"] for s in dets]
     check(len(set(det)) == 1, f"--deterministic on 1, 2, 4 ranks: one SHA-256 ({set(det)})")
     check(base["eval_name"] == "accuracy" and base["eval_metric"] > 0.9, f"digits held-out accuracy {base['eval_metric']:.3f}")
+    # digits trains with cross-entropy unless told otherwise; --loss mse keeps the squared error
+    # against one-hot rows. Cross-entropy must do at least as well on the held-out set.
+    mse, _ = run(1, *DIGITS, "--loss", "mse")
+    check(base["loss"] == "cross-entropy" and mse["loss"] == "mse", f"losses in use: {base['loss']}, {mse['loss']}")
+    check(base["eval_metric"] >= mse["eval_metric"],
+          f"held-out accuracy with cross-entropy {base['eval_metric']:.4f} >= with mse {mse['eval_metric']:.4f}")
+    # The summary's final_loss is the training loss in use: a mean cross-entropy of 10 classes
+    # starts near log 10 = 2.3 and an MSE against one-hot rows below 0.1.
+    check(0 < base["final_loss"] < 2.3 and 0 < mse["final_loss"] < 0.1,
+          f"final losses {base['final_loss']:.4f} (cross-entropy), {mse['final_loss']:.4f} (mse)")
     # Synthetic data is made by the ranks together (1/n of the rows each, then an allgather): on 3
     # ranks (an uneven split of 1000 rows) it must be the data one rank makes alone, bit for bit.
     syn = [run(n, "--dataset", "synthetic:1000:20:3", "--batch", "64", "--steps", "5", "--deterministic")[0]
@@ -282,8 +292,13 @@ elif case in ("kills_digits", "kills_diabetes"):
         per_epoch_64, per_epoch_48 = -(-size // 64), -(-size // 48)
         check(s["steps"] > per_epoch_64 * epochs and s["steps"] <= per_epoch_64 + per_epoch_48 * (epochs - 1),
               f"keep-local-batch: {s['steps']} steps (batch 64 -> 48 after the first epoch)")
-        check(rel(s["final_loss"], base["final_loss"]) < 0.10,
-              f"keep-local-batch: final loss {s['final_loss']:.5f} close to fault-free {base['final_loss']:.5f}")
+        # More steps of a smaller batch after the kill: the same epochs end at a loss no higher than
+        # the fault-free run's (measured with cross-entropy: 0.030 vs 0.038; a run that stalled or
+        # diverged on the smaller batch ends higher), and the same accuracy.
+        check(s["final_loss"] <= base["final_loss"] * 1.10,
+              f"keep-local-batch: final loss {s['final_loss']:.5f} no higher than fault-free {base['final_loss']:.5f} (+10%)")
+        check(abs(s["eval_metric"] - base["eval_metric"]) <= 0.02,
+              f"keep-local-batch: accuracy {s['eval_metric']:.4f} vs fault-free {base['eval_metric']:.4f}")
 
 elif case == "deterministic_with_kills":
     a, _ = run(1, *DIGITS, "--deterministic")
@@ -533,6 +548,9 @@ elif case == "bad_input":
             (2, ["--inject", "kill:rank=1"], "bad fault spec 'kill:rank=1': step=S is required", 6),  # + the grammar's 6 lines
             (2, ["--batch", "0"], "--batch must be in [1, 2147483647], got 0"),
             (2, ["--optimizer", "rmsprop"], "--optimizer"),
+            (2, ["--loss", "hinge"], "--loss"),
+            (2, ["--dataset", "diabetes", "--layers", "10,1", "--loss", "cross-entropy"],
+             "--loss cross-entropy needs a classification data set"),
             (2, ["--no-such-flag"], "no-such-flag"),
             (2, ["--dataset", "/nonexistent/data.csv"], "no such file"),
             (2, ["--parallel", "pp", "--layers", "64,10"], "--parallel pp on 2 ranks needs at least 2 layers"),
@@ -636,14 +654,17 @@ elif case == "pp_fault_free_matches_single_process":
             pp4 = s
     check(len(shas) == 1, f"pp on 1..4 ranks: one SHA-256 ({len(shas)} distinct)")
     # Every mode reports the same summary fields; pp's step phases are its own (train/step_breakdown.hpp).
-    # The phases are parts of the step, so they sum to at most its total; how much of it they cover
-    # depends on the load (a stage waiting for its neighbour is in no phase: 31% under a second suite).
+    # The phases are parts of the step; how much of it they cover depends on the load (a stage
+    # waiting for its neighbour is in no phase: 31% under a second suite). Each figure is a median
+    # of its own, and medians do not add up: the phases' medians summed exceeded the median step by
+    # 2.6% in one run (0.380 vs 0.371 ms). A phase counted twice (compute is ~90% of a step) would
+    # exceed it by far more than the 15% allowed.
     check(set(pp4) == set(base), f"pp and dp summaries: the same fields (differ: {sorted(set(pp4) ^ set(base))})")
     check(base["grid"] == "1 rank" and pp4["grid"] == "1 replica x 4 ranks", f"grid: dp {base['grid']!r}, pp {pp4['grid']!r}")
     ms = pp4["step_ms"]
     phases = ("data", "compute", "exposed_comm", "optimizer")
     check(ms is not None and set(ms) == {"steps", "total", *phases} and ms["steps"] == pp4["steps"] - 1
-          and ms["compute"] > 0 and sum(ms[p] for p in phases) <= ms["total"] * 1.001 + 1e-3,
+          and ms["compute"] > 0 and sum(ms[p] for p in phases) <= ms["total"] * 1.15 + 1e-3,
           f"pp step_ms: {ms}")
     split = pp4["wall_split_s"]
     check(split is not None and 0 < split["data"] <= split["setup"] < pp4["wall_s"] and split["steps"] > 0
