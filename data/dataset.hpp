@@ -45,7 +45,7 @@ struct Standardizer {
 // [N, classes] float32 with 1 at (i, labels[i]).
 Tensor one_hot(std::span<const int> labels, int classes);
 
-// Index of the largest output per row (ties: the first), e.g. for accuracy of one-hot MSE models.
+// Index of the largest output per row (ties: the first): the predicted class of a classifier.
 std::vector<int> argmax_rows(const Tensor& outputs);
 
 }  // namespace ftcc::data

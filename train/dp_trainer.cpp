@@ -31,6 +31,7 @@
 #include "ftcc/train/progress_reporter.hpp"
 #include "ftcc/train/run_log.hpp"
 #include "ftcc/train/state_hash.hpp"
+#include "ftcc/train/state_sync.hpp"
 #include "ftcc/train/step_breakdown.hpp"
 #include "ftcc/train/training_data.hpp"
 
@@ -49,34 +50,13 @@ std::array<std::int64_t, 5> progress_words(const Progress& p) {
   return {p.cursor.epoch, p.cursor.step, p.step, p.samples_seen, std::bit_cast<std::int64_t>(p.samples_digest)};
 }
 
-// Progress, parameters and optimizer state from root; returns the bytes sent. The buffers that are
-// not the model's own are pinned (an interrupted broadcast may still write to them).
-std::int64_t broadcast_state(fc::Communicator& comm, int root, nn::Module& model, optim::Optimizer& opt, Progress& p,
-                             Pins& pins) {
-  auto& head = *pins.keep(std::make_shared<std::array<std::int64_t, 5>>(progress_words(p)));
-  fc::broadcast(comm, head.data(), head.size(), fc::DType::i64, root);
-  p = Progress{{head[0], head[1]}, head[2], head[3], std::bit_cast<std::uint64_t>(head[4])};
-  std::int64_t sent = sizeof head;
-  // CPU tensors: straight into their memory, one broadcast per tensor (no packing: a fresh buffer
-  // of the whole list costs more in page faults than the broadcast). Elsewhere: packed in host memory.
-  auto send_list = [&](const nn::NamedTensors& list) {
-    const bool host = std::all_of(list.begin(), list.end(), [](const auto& nt) { return nt.second.device() == Device::CPU; });
-    if (host) {
-      for (const auto& [name, t] : list) {
-        FTCC_INVARIANT(t.nbytes() % 4 == 0) << "state tensor '" << name << "': " << t.nbytes() << " bytes, not a multiple of 4";
-        fc::broadcast(comm, t.raw_data(), t.nbytes() / 4, fc::DType::i32, root);
-        sent += static_cast<std::int64_t>(t.nbytes());
-      }
-      return;
-    }
-    auto& bytes = *pins.keep(std::make_shared<std::vector<std::byte>>(nn::pack_bytes(list)));
-    sent += static_cast<std::int64_t>(bytes.size());
-    FTCC_INVARIANT(bytes.size() % 4 == 0) << "state bytes not a multiple of 4";
-    fc::broadcast(comm, bytes.data(), bytes.size() / 4, fc::DType::i32, root);
-    if (comm.rank() != root) nn::unpack_bytes(list, bytes);
-  };
-  send_list(model.named_parameters());
-  send_list(opt.state_dict());
+// Parameters and optimizer state, then the progress, from root to every rank (train/state_sync.hpp).
+std::int64_t broadcast_state(fc::Communicator& comm, int root, nn::Module& model, optim::Optimizer& opt, Progress& p) {
+  nn::NamedTensors state = model.named_parameters();
+  for (auto& nt : opt.state_dict()) state.push_back(nt);
+  std::array<std::int64_t, 5> words = progress_words(p);
+  const std::int64_t sent = sync_state(comm, root, state, words);
+  p = Progress{{words[0], words[1]}, words[2], words[3], std::bit_cast<std::uint64_t>(words[4])};
   return sent;
 }
 
@@ -139,12 +119,10 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
     FTCC_REQUIRE(at.has_value()) << "--resume '" << cfg.resume << "': no valid checkpoint found there";
     p = at->progress;
     log.note("resumed from " + at->path + " (step " + std::to_string(p.step) + ")");
-    broadcast_state(g.comm(), 0, *model, *opt, p, pins);
-    pins.completed();
+    broadcast_state(g.comm(), 0, *model, *opt, p);
   } else if (!cfg.init_weights.empty()) {
     load_init_weights_on_rank0(g.comm(), cfg, model.get());
-    broadcast_state(g.comm(), 0, *model, *opt, p, pins);
-    pins.completed();
+    broadcast_state(g.comm(), 0, *model, *opt, p);
     log.note("initial weights from " + cfg.init_weights + " (fresh optimizer state)");
   }
   if (!spare) {
@@ -157,32 +135,17 @@ TrainSummary train_data_parallel(const TrainConfig& cfg, recovery::ResilientGrou
   ProgressReporter report(cfg, g, log);
 
   // Recovery hook: roll the survivors forward to the most advanced committed state, and stream
-  // it to the spares that joined; then check, by SHA-256 of the parameters (and of the optimizer
-  // state and progress when a spare joined) on every rank.
+  // it to the spares that joined (sync_state, which checks by SHA-256 that every rank then holds
+  // the same parameters, optimizer state and progress). When every survivor already stood at the
+  // same step, the parameters' SHA-256 is still compared.
   g.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) {
     pins.abandoned();  // the interrupted step's (or an interrupted earlier try's) buffers
-    auto joined = [&](int i) {
-      return std::find(ev.joined.begin(), ev.joined.end(), ev.survivors[static_cast<size_t>(i)]) != ev.joined.end();
-    };
     if (ev.committed_min != ev.committed_max || !ev.joined.empty()) {
-      int root = 0;  // the first rank at the most advanced step that held the state before
-      while (root < grp.size() && (ev.committed[static_cast<size_t>(root)] != ev.committed_max || joined(root))) ++root;
-      FTCC_CHECK_T(::ftcc::Error, root < grp.size()) << "no survivor holds the training state of step " << ev.committed_max;
       const auto t0 = Clock::now();
-      const std::int64_t bytes = broadcast_state(grp.comm(), root, *model, *opt, p, pins);
-      pins.completed();
+      const std::int64_t bytes = broadcast_state(grp.comm(), newest_holder(ev), *model, *opt, p);
       grp.record_state_transfer(bytes, seconds_since(t0) * 1e3);
-    }
-    if (auto bad = ranks_differing(grp.comm(), sha256_of(params)); !bad.empty())
+    } else if (auto bad = ranks_differing(grp.comm(), sha256_of(params)); !bad.empty()) {
       throw ftcc::Error("parameters differ between survivors after recovery (rank " + std::to_string(bad[0]) + ")");
-    if (!ev.joined.empty()) {
-      const std::array<std::int64_t, 5> head = progress_words(p);
-      const Digest o = sha256_of(opt->state_dict());
-      std::vector<std::byte> both(sizeof head + o.size());
-      std::memcpy(both.data(), head.data(), sizeof head);
-      std::memcpy(both.data() + sizeof head, o.data(), o.size());
-      if (auto bad = ranks_differing(grp.comm(), sha256_of_bytes(both)); !bad.empty())
-        throw ftcc::Error("optimizer state or progress differ after a hot spare joined (rank " + std::to_string(bad[0]) + ")");
     }
     grp.set_committed_step(p.step - 1);
     if (cfg.on_failure == OnFailure::keep_local_batch) {

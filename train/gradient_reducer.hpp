@@ -8,9 +8,10 @@
 // exactly as in a buffer of its own; the padding is zeros, reduced with the rest). The arena is cut
 // into buckets of whole tensors of at most bucket_bytes (a larger tensor is a bucket of its own);
 // each bucket is one of our allreduces (comm/collectives.hpp) on its slice of the arena, in place:
-// no flattening, no copies. With the engine's denominator convention (micro-batch loss = sum /
-// (global batch x outputs)) a plain SUM across ranks gives the gradient of the mean loss over the
-// global batch: no rescaling.
+// no flattening, no copies. With the engine's denominator convention (a micro-batch's loss is its
+// rows' sum over the global batch: tensor::cross_entropy_loss(x, t, B), tensor::mse_loss(p, t,
+// B x outputs)) a plain SUM across ranks gives the gradient of the mean loss over the global
+// batch: no rescaling. docs/training.md has a whole program that uses it.
 //
 //   begin_overlap(comm)    before backward: as backward completes the gradients of a bucket (a
 //                          hook on each parameter), the bucket's allreduce starts
