@@ -11,7 +11,10 @@
 # way, run under tools/ftcc-run on N ranks (the program injects its own faults), and must exit 0
 # and print TEXT.
 set -euo pipefail
+# (Under pipefail `A | grep -q X` fails when grep's early exit makes A die of SIGPIPE, and `! A |
+# grep -q X` then passes: output to be searched is captured first, `grep -q X <<<"$(A)"`.)
 build=$1 src=$2 run=$3
+example=$src  # (src is reused by the docs examples' loop)
 # meson test puts the build folder's libraries on LD_LIBRARY_PATH; a user's program must run on the
 # installed ones alone, so those entries go.
 build_abs=$(cd "$build" && pwd -P)
@@ -34,7 +37,7 @@ export PKG_CONFIG_PATH=$(dirname "$pc")
 flags=$(pkg-config --cflags --libs ftcc)
 # Headers are included as <ftcc/LAYER/NAME.hpp>: the include path is the folder above ftcc/, never
 # ftcc/ itself (that would put generic names such as <comm/...> on the user's path).
-! pkg-config --cflags ftcc | grep -q 'include/ftcc' || { echo "embed_test: ftcc.pc puts include/ftcc on the path: $(pkg-config --cflags ftcc)" >&2; exit 1; }
+! grep -q 'include/ftcc' <<<"$(pkg-config --cflags ftcc)" || { echo "embed_test: ftcc.pc puts include/ftcc on the path: $(pkg-config --cflags ftcc)" >&2; exit 1; }
 inc=$(dirname "$(find "$tmp" -path '*/include/ftcc/ftcc.hpp' | head -n 1)")
 [ -d "$inc" ] || { echo "embed_test: ftcc/ftcc.hpp was not installed" >&2; exit 1; }
 bad=$(grep -rhoE '#include "[a-z_]+/[a-z_]+\.hpp"' "$inc" | grep -v '"ftcc/' || true)
@@ -49,14 +52,14 @@ so=$libdir/libftcc.so
 cuda_needed=$(readelf -d "$so" | grep NEEDED | grep -E 'libcuda|libcublas|libnv' || true)
 [ -z "$cuda_needed" ] || fail "libftcc.so needs CUDA libraries: $cuda_needed"
 ! grep -qi cuda "$pc" || fail "ftcc.pc mentions CUDA: $(grep -i cuda "$pc")"
-! pkg-config --libs --static ftcc | grep -qi cuda || fail "pkg-config --libs --static ftcc names CUDA: $(pkg-config --libs --static ftcc)"
+! grep -qi cuda <<<"$(pkg-config --libs --static ftcc)" || fail "pkg-config --libs --static ftcc names CUDA: $(pkg-config --libs --static ftcc)"
 cuda_calls=$(nm -u "$libdir/libftcc.a" 2>/dev/null | grep -E ' (cuda[A-Z]|cublas|__cuda)' | sort -u || true)
 [ -z "$cuda_calls" ] || fail "libftcc.a calls CUDA itself: $cuda_calls"
 have_cuda=0
 grep -q '^#define FTCC_HAVE_CUDA 1' "$build/ftcc_config.hpp" && have_cuda=1
 if [ "$have_cuda" = 1 ]; then
   [ -f "$libdir/libftcc_cuda.so" ] || fail "the build has CUDA but libftcc_cuda.so is not installed next to libftcc.so ($libdir)"
-  ! readelf -d "$libdir/libftcc_cuda.so" | grep NEEDED | grep -q 'libftcc\.so' ||
+  ! grep -q 'NEEDED.*libftcc\.so' <<<"$(readelf -d "$libdir/libftcc_cuda.so")" ||
     fail "libftcc_cuda.so needs libftcc.so (a program with libftcc.a linked in would get a second libftcc)"
 fi
 # The installed ftcc-train maps no CUDA library either: --device cuda loads libftcc_cuda.so when
@@ -110,7 +113,7 @@ probe_src=$(dirname "$0")/embed_cuda_probe.cpp
 mpicxx -std=c++20 -O1 "$probe_src" $flags -Wl,-rpath,"$libdir" -o "$tmp/cuda_probe_shared"
 static_flags=$(pkg-config --cflags --libs --static ftcc | sed 's/-lftcc\b/-l:libftcc.a/')
 mpicxx -std=c++20 -O1 "$probe_src" $static_flags -o "$tmp/cuda_probe_static"
-! readelf -d "$tmp/cuda_probe_static" | grep NEEDED | grep -qE 'libftcc|libcuda|libcublas' ||
+! grep -qE 'NEEDED.*(libftcc|libcuda|libcublas)' <<<"$(readelf -d "$tmp/cuda_probe_static")" ||
   fail "the libftcc.a probe needs $(readelf -d "$tmp/cuda_probe_static" | grep NEEDED | grep -E 'libftcc|libcuda|libcublas')"
 probe cuda_probe_shared
 if [ "$have_cuda" = 1 ]; then
@@ -144,7 +147,7 @@ dups=$(tr ' ' '\n' <<<"$static_libs" | grep -v '^$' | sort | uniq -d)
 ! grep -qE 'pmix|rpath|(^| )/' <<<"$static_libs" || fail "pkg-config --libs --static ftcc names PMIx, an rpath or a path: $static_libs"
 echo "embed_test: mpicxx example.cpp $(pkg-config --cflags ftcc) ${static_libs/-lftcc/-l:libftcc.a}"
 mpicxx -std=c++20 -O1 "$src" $(pkg-config --cflags ftcc) ${static_libs/-lftcc/-l:libftcc.a} -o "$tmp/embed_example_static"
-! readelf -d "$tmp/embed_example_static" | grep NEEDED | grep -q 'libftcc' || fail "the static example still needs libftcc.so"
+! grep -q 'NEEDED.*libftcc' <<<"$(readelf -d "$tmp/embed_example_static")" || fail "the static example still needs libftcc.so"
 "$run" -n 3 "$tmp/embed_example_static" | tee "$tmp/out_static"
 grep -q 'embed_example: ok' "$tmp/out_static"
 
@@ -197,6 +200,65 @@ rc=0; installed_run || rc=$?
 [ "$rc" = 0 ] && grep -q '^FTCC_SUMMARY ' "$tmp/moved.out" || fail "the moved installation's ftcc-run + ftcc-train exited $rc: $(tail -3 "$tmp/moved.out")"
 rc=0; installed_run --lr -1 || rc=$?
 [ "$rc" = 2 ] || fail "the moved ftcc-run with a bad flag exited $rc, not 2: $(tail -3 "$tmp/moved.out")"
+
+# The moved installation with the checkout gone: the source tree (with its .venv and the build) is
+# hidden under an empty tmpfs in a mount namespace of our own (root only, else skipped, said so), so
+# neither the loader nor any search path can reach it. With the installed MPI (LIBDIR/ftcc/mpi,
+# tools/install-mpi) and pkg-config alone, three programs are built (the embedding example against
+# libftcc.so and against libftcc.a, and the data-parallel docs example with GradientReducer and
+# sync_state) and run by the installed ftcc-run under real kills, exit statuses and output checked;
+# so is the installed ftcc-train.
+root=$(cd "$(dirname "$0")/../.." && pwd -P)
+dp_example=$(grep -l 'GradientReducer' "$tmp"/docs/*.cpp | head -n 1)
+[ -n "$dp_example" ] || fail "no docs example uses GradientReducer"
+if [ "$(id -u)" = 0 ] && unshare -m --propagation private true 2>/dev/null; then
+  mkdir "$tmp/work"
+  cp "$example" "$tmp/work/embed_example.cpp"
+  cp "$dp_example" "$tmp/work/dp_example.cpp"
+  cp "${dp_example%.cpp}.run" "$tmp/work/dp_example.run"
+  cat >"$tmp/hidden.sh" <<'HIDDEN'
+set -euo pipefail
+root=$1 build=$2 m=$3 work=$4
+fail() { echo "embed_test: without the checkout: $*" >&2; exit 1; }
+mount -t tmpfs none "$root"
+case $build in "$root" | "$root"/*) ;; *) mount -t tmpfs none "$build" ;; esac
+[ -z "$(ls -A "$root")" ] || fail "$root is still visible"
+export PATH=/usr/bin:/bin
+unset LD_LIBRARY_PATH FTCC_MPI_PREFIX FTCC_MPI_KIND FTCC_MPI_SOURCE FTCC_DATA_DIR
+export PKG_CONFIG_PATH=$(dirname "$(find "$m" -name ftcc.pc | head -n 1)")
+libdir=$(pkg-config --variable=libdir ftcc)
+. "$m/share/ftcc/ftcc-mpi.env"
+case $FTCC_MPI_PREFIX in "$m"/*) ;; *) fail "the installed MPI record names $FTCC_MPI_PREFIX, outside the installation" ;; esac
+cxx=$FTCC_MPI_PREFIX/bin/mpicxx
+cd "$work"
+"$cxx" -std=c++20 -O1 embed_example.cpp $(pkg-config --cflags --libs ftcc) -Wl,-rpath,"$libdir" -o shared
+"$cxx" -std=c++20 -O1 embed_example.cpp $(pkg-config --cflags ftcc) \
+  $(pkg-config --libs --static ftcc | sed 's/-lftcc\b/-l:libftcc.a/') -o static
+"$cxx" -std=c++20 -O1 dp_example.cpp $(pkg-config --cflags --libs ftcc) -Wl,-rpath,"$libdir" -o dp
+for p in shared static dp "$m/bin/ftcc-train" "$libdir/libftcc.so"; do
+  deps=$(ldd "$p")  # (captured: grep -q would end a pipe early, and pipefail would see ldd's SIGPIPE)
+  ! grep -q 'not found' <<<"$deps" || fail "$p: $(grep 'not found' <<<"$deps" | head -n 1)"
+  grep -q "libmpi.so.40 => $m/" <<<"$deps" || fail "$p takes libmpi from elsewhere: $(grep libmpi <<<"$deps")"
+done
+for p in shared static; do
+  rc=0; "$m/bin/ftcc-run" -n 3 "./$p" >"$p.out" 2>&1 || rc=$?
+  [ "$rc" = 0 ] && grep -q 'embed_example: ok' "$p.out" || fail "$p exited $rc: $(tail -3 "$p.out")"
+done
+ranks=$(sed -n 1p dp_example.run) expect=$(sed -n 2p dp_example.run)
+rc=0; "$m/bin/ftcc-run" -n "$ranks" ./dp >dp.out 2>&1 || rc=$?
+[ "$rc" = 0 ] && grep -qF "$expect" dp.out || fail "the data-parallel docs example exited $rc: $(tail -3 dp.out)"
+rc=0; "$m/bin/ftcc-run" -n 3 "$m/bin/ftcc-train" --dataset digits --steps 30 --quiet --inject kill:rank=1:step=10 \
+  >train.out 2>&1 || rc=$?
+[ "$rc" = 0 ] && grep -q '"world_size_final":2' train.out || fail "ftcc-train with a kill exited $rc: $(tail -3 train.out)"
+rc=0; "$m/bin/ftcc-run" -n 2 "$m/bin/ftcc-train" --loss nope >bad.out 2>&1 || rc=$?
+[ "$rc" = 2 ] || fail "ftcc-train with a bad flag exited $rc, not 2: $(tail -3 bad.out)"
+echo "embed_test: without the checkout ($root hidden): libftcc.so, libftcc.a and the data-parallel docs example built with the installed MPI's mpicxx and pkg-config, each run under a kill: exit 0; ftcc-train: 0 with a kill, 2 for a bad flag; libmpi from $m"
+HIDDEN
+  unshare -m --propagation private bash "$tmp/hidden.sh" "$root" "$build_abs" "$moved" "$tmp/work" || exit 1
+else
+  echo "embed_test: note: not root or no unshare: the run without the checkout (hidden by a tmpfs) was skipped"
+fi
+
 echo "not,numbers" | gzip >"$moved/share/ftcc/datasets/digits.csv.gz"
 rc=0; installed_run || rc=$?
 [ "$rc" = 4 ] && grep -qF "$moved/share/ftcc/datasets/digits.csv.gz" "$tmp/moved.out" ||
