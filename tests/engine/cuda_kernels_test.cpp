@@ -248,6 +248,25 @@ TEST_F(CudaKernels, FusedOptimizerUpdatesMatchTheCpuReference) {
   }
 }
 
+// Three steps of the same model on each device (the GPU one moved there before its optimizer was
+// made), from batch x, y on the CPU: the losses agree at each step and the parameters after them.
+void expect_three_steps_alike(nn::Module& cpu_model, nn::Module& gpu_model, optim::Optimizer& co, optim::Optimizer& go,
+                              const Tensor& x, const Tensor& y, Tensor (*loss)(const Tensor&, const Tensor&)) {
+  Tensor gx = x.to(Device::CUDA), gy = y.to(Device::CUDA);
+  for (int s = 0; s < 3; ++s) {
+    co.zero_grad();
+    go.zero_grad();
+    Tensor lc = loss(cpu_model(x), y), lg = loss(gpu_model(gx), gy);
+    EXPECT_NEAR(lg.item(), lc.item(), 1e-5 * std::abs(lc.item()));
+    lc.backward();
+    lg.backward();
+    co.step();
+    go.step();
+  }
+  expect_close(nn::flatten_f32(gpu_model.named_parameters()), nn::flatten_f32(cpu_model.named_parameters()), 1e-5,
+               1e-4, "parameters after 3 steps");
+}
+
 TEST_F(CudaKernels, TrainingStepOnCudaMatchesCpu) {
   // The whole path through Tensor, autograd and the optimizer: one model on each device, same
   // seed, same batch, three Adam steps.
@@ -256,19 +275,7 @@ TEST_F(CudaKernels, TrainingStepOnCudaMatchesCpu) {
   optim::Adam co(cpu_model->named_parameters(), {.lr = 1e-2}), go(gpu_model->named_parameters(), {.lr = 1e-2});
   Tensor x = Tensor::from_vector({29, 13}, std::span<const float>(rand_vec(29 * 13, 14)));
   Tensor y = Tensor::from_vector({29, 3}, std::span<const float>(rand_vec(29 * 3, 15)));
-  Tensor gx = x.to(Device::CUDA), gy = y.to(Device::CUDA);
-  for (int s = 0; s < 3; ++s) {
-    co.zero_grad();
-    go.zero_grad();
-    Tensor lc = mse_loss((*cpu_model)(x), y), lg = mse_loss((*gpu_model)(gx), gy);
-    EXPECT_NEAR(lg.item(), lc.item(), 1e-5 * std::abs(lc.item()));
-    lc.backward();
-    lg.backward();
-    co.step();
-    go.step();
-  }
-  expect_close(nn::flatten_f32(gpu_model->named_parameters()), nn::flatten_f32(cpu_model->named_parameters()), 1e-5,
-               1e-4, "parameters after 3 steps");
+  expect_three_steps_alike(*cpu_model, *gpu_model, co, go, x, y, mse_loss);
 }
 
 TEST_F(CudaKernels, CrossEntropyTrainingStepOnCudaMatchesCpu) {
@@ -280,19 +287,7 @@ TEST_F(CudaKernels, CrossEntropyTrainingStepOnCudaMatchesCpu) {
   std::vector<float> onehot(29 * 5, 0.0f);
   for (std::size_t i = 0; i < 29; ++i) onehot[i * 5 + (i * 3) % 5] = 1.0f;
   Tensor y = Tensor::from_vector({29, 5}, std::span<const float>(onehot));
-  Tensor gx = x.to(Device::CUDA), gy = y.to(Device::CUDA);
-  for (int s = 0; s < 3; ++s) {
-    co.zero_grad();
-    go.zero_grad();
-    Tensor lc = cross_entropy_loss((*cpu_model)(x), y), lg = cross_entropy_loss((*gpu_model)(gx), gy);
-    EXPECT_NEAR(lg.item(), lc.item(), 1e-5 * std::abs(lc.item()));
-    lc.backward();
-    lg.backward();
-    co.step();
-    go.step();
-  }
-  expect_close(nn::flatten_f32(gpu_model->named_parameters()), nn::flatten_f32(cpu_model->named_parameters()), 1e-5,
-               1e-4, "parameters after 3 steps");
+  expect_three_steps_alike(*cpu_model, *gpu_model, co, go, x, y, cross_entropy_loss);
 }
 
 TEST(CudaRuntime, ErrorsCarryFileAndLine) {
