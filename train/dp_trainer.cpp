@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstddef>
-#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <memory>
