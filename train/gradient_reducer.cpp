@@ -6,6 +6,7 @@
 
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/kept_buffer.hpp"
 #include "ftcc/train/exact_sum.hpp"
 
 namespace ftcc::train {
@@ -139,7 +140,9 @@ std::vector<float> GradientReducer::snapshot() const { return arena_.to_vector()
 bool GradientReducer::exact_sum(comm::Communicator& comm, const std::vector<std::vector<float>>& parts,
                                 std::int64_t n_total) {
   // 1. The scale of each bucket: the largest |g| over every contribution of the global batch.
-  std::vector<float> maxes(buckets(), 0.0f);
+  // On the heap and kept if the allreduce fails: a late message may still land in it.
+  const comm::KeptBuffer<std::vector<float>> kept(buckets(), 0.0f);
+  std::vector<float>& maxes = *kept;
   for (const auto& p : parts) {
     FTCC_INVARIANT_EQ(p.size(), numel_) << "exact_sum: contribution size";
     for (std::size_t b = 0; b < buckets(); ++b)
