@@ -64,6 +64,12 @@ class Driver {
           << " does not divide them (the ranks are replicas x " << flag << "ranks)";
       FTCC_REQUIRE(n / model_size_ <= cfg.batch) << "--parallel " << choice_name(cfg.parallel) << ": " << n / model_size_
                                                  << " replicas need a --batch of at least as many rows, got " << cfg.batch;
+      // Each replica needs at least one of the micro-batches it shares with the others.
+      FTCC_REQUIRE(!cfg.deterministic || n / model_size_ <= std::min<std::int64_t>(cfg.micro_batches, cfg.batch))
+          << "--parallel dp,pp --deterministic: the global batch's --micro-batches (" << cfg.micro_batches
+          << ") are dealt out whole to the " << n / model_size_
+          << " replicas (the same micro-batches on any grid), so each needs one: use --micro-batches "
+          << n / model_size_ << " or more";
     }
     s_->validate(model_size_, /*at_start=*/true);
     require_batch_fits(cfg, td_.train.size());
@@ -141,9 +147,9 @@ class Driver {
   }
 
   // The grid over c's ranks (train/parallel_grid.hpp) and this rank's communicators in it: its
-  // replica's ranks (model_) and, with several replicas, the ranks of its position (dp_). Both are
-  // sub-groups of c (comm/subgroup_transport.hpp): a revoke of c reaches them, and they carry c's
-  // fault hook (injected faults fire in their collectives too).
+  // replica's ranks (model_) and, with several replicas or an exact sum, the ranks of its
+  // position (dp_). Both are sub-groups of c (comm/subgroup_transport.hpp): a revoke of c reaches
+  // them, and they carry c's fault hook (injected faults fire in their collectives too).
   void form_grid(fc::Communicator& c) {
     grid_ = choose_grid(c.size(), model_size_, s_->max_split(), cfg_.batch, cfg_.pipeline() ? cfg_.micro_batches : 0);
     model_.reset();
@@ -157,8 +163,11 @@ class Driver {
       return comm;
     };
     model_ = sub(grid_.replica_ranks(grid_.replica_of(me)));
-    if (grid_.replicas > 1) dp_ = sub(grid_.position_ranks(grid_.position_of(me)));
+    // dp,pp --deterministic sums over it with one replica left too (the same exact sum on every grid).
+    if (grid_.replicas > 1 || exact_replica_sum()) dp_ = sub(grid_.position_ranks(grid_.position_of(me)));
   }
+  // dp,pp --deterministic: the replicas' sum is exact (a float sum's bits would depend on the grid).
+  bool exact_replica_sum() const { return cfg_.deterministic && cfg_.parallel == Parallel::dp_pp; }
   int position() const { return grid_.position_of(g_.comm().rank()); }
 
   void start() {
@@ -190,11 +199,21 @@ class Driver {
     timer_.mark(Phase::data);
     StepShare share;
     if (model_) {  // this replica's rows; the gradients summed over the replicas
-      const auto [b, e] = grid_.rows_of(grid_.replica_of(c.rank()), static_cast<std::int64_t>(ids.size()));
-      const std::vector<std::int64_t> rows(ids.begin() + b, ids.begin() + e);
-      share = s_->step(*model_, rows, static_cast<std::int64_t>(ids.size()), p_.cursor.epoch, pins_);
+      const auto B = static_cast<std::int64_t>(ids.size());
+      // --deterministic: the global batch's micro-batches, each whole on one replica (pp: the one
+      // replica), so each meets the same layers with the same shapes on any grid. pp then sums
+      // them in micro-batch order on each stage; dp,pp keeps each one's gradient apart and sums
+      // them exactly over the replicas (train/exact_sum.hpp). Validation refuses tp and dp,tp.
+      const bool exact = exact_replica_sum();
+      const std::int64_t M = cfg_.pipeline() ? cfg_.micro_batches : 1;
+      auto mb = grid_.micro_batches_of(grid_.replica_of(c.rank()), B, M, cfg_.deterministic);
+      StepWork work{.ids = std::vector<std::int64_t>(ids.begin() + mb.begin, ids.begin() + mb.end),
+                    .cuts = std::move(mb.cuts), .global_rows = B, .epoch = p_.cursor.epoch,
+                    .parts_of = exact ? &reducer() : nullptr};
+      share = s_->step(*model_, work, pins_);
       timer_.mark(Phase::compute);
-      if (dp_) share.gradients_finite = sum_over_replicas() && share.gradients_finite;
+      if (exact) share.gradients_finite = work.parts_of->exact_sum(*dp_, share.parts, std::min(M, B));
+      else if (dp_) share.gradients_finite = sum_over_replicas() && share.gradients_finite;
     }
     auto& sums = *pins_.keep(std::make_shared<std::vector<double>>(2 + data::SampleTally::kDoubles));
     double* stats = sums.data();
@@ -232,22 +251,27 @@ class Driver {
 
   // The replicas' gradient sum: dp's reducer (train/gradient_reducer.hpp) over this rank's
   // position in every replica: the gradients in one arena, one allreduce per bucket of
-  // --bucket-mb instead of one per tensor. A reducer belongs to one set of parameters: a stage
-  // or shard built anew (a re-partition) gets a new one. The arena is pinned for the step, as an
-  // interrupted allreduce may still write to it (Pins). Returns whether the sums are finite.
-  bool sum_over_replicas() {
+  // --bucket-mb instead of one per tensor (the exact sum: a bucket per tensor, so each tensor's
+  // fixed-point scale is its own on any partition of the layers). A reducer belongs to
+  // one set of parameters: a stage or shard built anew (a re-partition) gets a new one. It is
+  // pinned for the step, as an interrupted allreduce may still write to its arena or its
+  // fixed-point sums (Pins).
+  GradientReducer& reducer() {
     const nn::NamedTensors& params = s_->params();
     const bool same = reducer_ && reducer_params_.size() == params.size() &&
                       std::equal(params.begin(), params.end(), reducer_params_.begin(),
                                  [](const auto& p, const void* d) { return p.second.data() == d; });
     if (!same) {
-      reducer_ = std::make_unique<GradientReducer>(params, static_cast<std::size_t>(cfg_.bucket_mb * 1024 * 1024));
+      const auto bucket = cfg_.deterministic ? 0 : static_cast<std::size_t>(cfg_.bucket_mb * 1024 * 1024);
+      reducer_ = std::make_shared<GradientReducer>(params, bucket);
       reducer_params_.clear();
       for (const auto& [name, t] : params) reducer_params_.push_back(t.data());
     }
-    pins_.keep(reducer_->arena());
-    return reducer_->sum(*dp_);
+    pins_.keep(reducer_);
+    return *reducer_;
   }
+  // Returns whether the sums are finite.
+  bool sum_over_replicas() { return reducer().sum(*dp_); }
 
   // Snapshot this rank's units at the current step, send them to the next --replicas ranks of its
   // replica (ring) and keep theirs. With several replicas, the other replicas' snapshots of the
@@ -460,8 +484,8 @@ class Driver {
   int model_size_;                          // the ranks of one replica the user asked for
   ParallelGrid grid_;
   std::unique_ptr<fc::Communicator> model_;  // this rank's replica (null on an idle rank)
-  std::unique_ptr<fc::Communicator> dp_;     // this rank's position in every replica (several replicas only)
-  std::unique_ptr<GradientReducer> reducer_;  // the replicas' gradient sum (with dp_), for these parameters:
+  std::unique_ptr<fc::Communicator> dp_;     // this rank's position in every replica (see form_grid)
+  std::shared_ptr<GradientReducer> reducer_;  // the replicas' gradient sum (with dp_), for these parameters:
   std::vector<const void*> reducer_params_;   // their data (the reducer holds them: no address reuse)
   std::unique_ptr<CheckpointStore> ckpt_;
   TrainProgress p_;

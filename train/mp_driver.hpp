@@ -2,8 +2,8 @@
 // pp_strategy, tp_strategy) fills in how the model is cut and trained.
 //
 // The driver, for every strategy:
-//  - start: validates the configuration (cpu only, no --deterministic, --on-failure
-//    keep-global-batch; the same flags on every rank), builds this rank's part, and starts from
+//  - start: validates the configuration (cpu only, --deterministic for pipelines only,
+//    --on-failure keep-global-batch; the same flags on every rank), builds this rank's part, and starts from
 //    --resume (rank 0 reads the newest valid checkpoint, each rank gets its units) or
 //    --init-weights (rank 0 reads the parameters, fresh optimizer state);
 //  - each step: the global batch of the data cursor (data/sampler.hpp, the same batches as

@@ -15,12 +15,12 @@
 //  - restore_units(of, n, r): which units of a split into `of` rank r of the new split (n, r) needs
 //    to rebuild its part after a failure; rebuild(n, r, units) then builds it from their bytes.
 //  - step(): one training step (forward and backward) of this replica, on the communicator of its
-//    ranks, on its rows `ids` of a global batch of `global_rows` rows of epoch `epoch` (the loss is
-//    scaled by the global batch, so the replicas' gradients sum to the global batch's);
-//    point-to-point buffers go to `pins` (train/pinned_buffers.hpp). The returned loss and tally are
-//    this rank's shares: summed over all ranks they are the step's loss and the rows fed once.
-//    The driver then sums the gradients of params() over the replicas, and apply() takes the
-//    optimizer step (after the driver's commit checks).
+//    ranks, on its rows of a global batch (StepWork; the loss is scaled by the global batch, so the
+//    replicas' gradients sum to the global batch's); point-to-point buffers go to `pins`
+//    (train/pinned_buffers.hpp). The returned loss and tally are this rank's shares: summed over
+//    all ranks they are the step's loss and the rows fed once. The driver then sums the gradients
+//    of params() over the replicas (dp,pp --deterministic: the exact sum of StepShare::parts), and
+//    apply() takes the optimizer step (after the driver's commit checks).
 // Errors: validate() throws ftcc::InvalidArgument naming the flag; anything else ftcc::Error.
 // Communication errors (comm::FaultDetected) pass through to the driver, which recovers.
 #pragma once
@@ -41,11 +41,26 @@
 
 namespace ftcc::train {
 
+class GradientReducer;
+
+// One step's work for one replica (train/parallel_grid.hpp: ParallelGrid::micro_batches_of).
+struct StepWork {
+  std::vector<std::int64_t> ids;   // this replica's rows of the global batch (maybe none)
+  std::vector<std::int64_t> cuts;  // a pipeline's micro-batches: rows [cuts[j], cuts[j+1]) of ids
+  std::int64_t global_rows = 0;    // the global batch's rows: the loss's denominator
+  std::int64_t epoch = 0;
+  // dp,pp --deterministic: after each micro-batch's backward on this rank, the strategy
+  // appends parts_of->snapshot() (the gradients in the reducer's arena: that micro-batch's alone)
+  // to StepShare::parts and zeroes the gradients. Null otherwise.
+  GradientReducer* parts_of = nullptr;
+};
+
 // One step's result on this rank (its shares, see above).
 struct StepShare {
   double loss = 0;
   bool gradients_finite = true;
   data::SampleTally fed;
+  std::vector<std::vector<float>> parts;  // per micro-batch gradients (StepWork::parts_of)
 };
 
 class ModelParallelStrategy {
@@ -81,8 +96,7 @@ class ModelParallelStrategy {
   virtual std::vector<int> restore_units(int of, int n, int r) const = 0;
   virtual void rebuild(int n, int r, int of, const std::map<int, Bytes>& units) = 0;
 
-  virtual StepShare step(comm::Communicator& c, const std::vector<std::int64_t>& ids, std::int64_t global_rows,
-                         std::int64_t epoch, Pins& pins) = 0;
+  virtual StepShare step(comm::Communicator& c, const StepWork& work, Pins& pins) = 0;
   // This rank's parameters (their gradients are valid after step()).
   virtual const nn::NamedTensors& params() const = 0;
   virtual void apply() = 0;

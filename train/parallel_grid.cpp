@@ -1,6 +1,7 @@
 #include "ftcc/train/parallel_grid.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include "ftcc/base/error.hpp"
 
@@ -20,6 +21,26 @@ std::vector<int> ParallelGrid::position_ranks(int p) const {
 
 std::pair<std::int64_t, std::int64_t> ParallelGrid::rows_of(int k, std::int64_t batch) const {
   return {k * batch / replicas, (k + 1) * batch / replicas};
+}
+
+ParallelGrid::MicroBatches ParallelGrid::micro_batches_of(int k, std::int64_t batch, std::int64_t micro_batches,
+                                                           bool shared) const {
+  FTCC_CHECK(k >= 0 && k < replicas && batch >= 0 && micro_batches >= 1)
+      << "micro_batches_of(" << k << ", " << batch << ", " << micro_batches << ") on " << describe();
+  MicroBatches out;
+  if (!shared) {
+    std::tie(out.begin, out.end) = rows_of(k, batch);
+    const std::int64_t rows = out.end - out.begin, m = std::min(micro_batches, rows);
+    for (std::int64_t j = 0; j <= m; ++j) out.cuts.push_back(m == 0 ? 0 : j * rows / m);
+    return out;
+  }
+  const std::int64_t m = std::min(micro_batches, batch);
+  const std::int64_t first = k * m / replicas, last = (k + 1) * m / replicas;  // its micro-batches
+  const auto cut = [&](std::int64_t j) { return m == 0 ? 0 : j * batch / m; };
+  out.begin = cut(first);
+  out.end = cut(last);
+  for (std::int64_t j = first; j <= last; ++j) out.cuts.push_back(cut(j) - out.begin);
+  return out;
 }
 
 std::string ParallelGrid::describe() const {

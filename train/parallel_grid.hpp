@@ -41,6 +41,16 @@ struct ParallelGrid {
   std::vector<int> position_ranks(int p) const;
   // The rows of a global batch of `batch` rows that replica k trains on: [first, second).
   std::pair<std::int64_t, std::int64_t> rows_of(int k, std::int64_t batch) const;
+  // A pipeline's rows of replica k and their micro-batches. Each replica cuts its own rows
+  // (rows_of) into min(micro_batches, its rows) micro-batches; with shared = true (--deterministic)
+  // the global batch is cut into min(micro_batches, batch) micro-batches, the same ones for any
+  // grid, and replica k takes the whole micro-batches [k M / replicas, (k+1) M / replicas) of them
+  // (none when M < replicas).
+  struct MicroBatches {
+    std::int64_t begin = 0, end = 0;  // the replica's rows [begin, end) of the global batch
+    std::vector<std::int64_t> cuts;   // micro-batch j is rows [begin + cuts[j], begin + cuts[j+1])
+  };
+  MicroBatches micro_batches_of(int k, std::int64_t batch, std::int64_t micro_batches, bool shared) const;
   // "2 replicas x 2 ranks" (+ ", 1 idle")
   std::string describe() const;
   bool operator==(const ParallelGrid&) const = default;

@@ -73,17 +73,22 @@ class PipelineStrategy final : public ModelParallelStrategy {
   // gpipe: every forward, then every backward; 1f1b: stage s runs min(n-1-s, M) forwards, then
   // one forward and one backward in turn, then the backwards left, so it holds the activations of
   // at most n-s micro-batches. The backwards run in micro-batch order in both, so each
-  // parameter's gradient is summed in the same order: the same bits. Sends are nonblocking (a
-  // forward and a backward may cross between neighbours) and complete before the step returns.
-  StepShare step(fc::Communicator& c, const std::vector<std::int64_t>& ids, std::int64_t global_rows,
-                 std::int64_t epoch, Pins& pins) override {
+  // parameter's gradient is summed in the same order: the same bits. In dp,pp under
+  // --deterministic each micro-batch's gradient is kept apart instead (work.parts_of), for the
+  // driver's exact sum over the replicas. Sends are nonblocking (a forward and a backward may cross between neighbours)
+  // and complete before the step returns.
+  StepShare step(fc::Communicator& c, const StepWork& work, Pins& pins) override {
     const int me = c.rank(), n = c.size();
     const bool first = me == 0, last = me == n - 1;
     FTCC_INVARIANT(stage_->first() == units_of(n, me).front().index) << "pp: stage built for another partition";
-    const auto B = static_cast<std::int64_t>(ids.size());
+    const std::vector<std::int64_t>& ids = work.ids;
+    const std::vector<std::int64_t>& cuts = work.cuts;
+    FTCC_INVARIANT(!cuts.empty() && cuts.front() == 0 && cuts.back() == static_cast<std::int64_t>(ids.size()))
+        << "pp: micro-batch cuts do not cover the replica's " << ids.size() << " rows";
+    const std::int64_t global_rows = work.global_rows, epoch = work.epoch;
     data::Batch b;
-    if (first || last) b = td_.train.gather(ids);
-    const std::int64_t M = std::min<std::int64_t>(cfg_.micro_batches, B);
+    if ((first || last) && !ids.empty()) b = td_.train.gather(ids);
+    const auto M = static_cast<std::int64_t>(cuts.size()) - 1;
     std::vector<tensor::Tensor> ins(static_cast<size_t>(M)), outs(static_cast<size_t>(M));
     // Sends in flight and the buffers they read. A forward's send to the next stage is complete
     // once that stage's gradient for the micro-batch is back (it received the activations
@@ -113,7 +118,7 @@ class PipelineStrategy final : public ModelParallelStrategy {
     stage_->optimizer().zero_grad();
     const auto forward = [&](std::int64_t k) {
       reap();
-      const std::int64_t s = k * B / M, e = (k + 1) * B / M;
+      const std::int64_t s = cuts[static_cast<size_t>(k)], e = cuts[static_cast<size_t>(k) + 1];
       tensor::Tensor in;
       if (first) {
         in = b.x.rows(s, e);
@@ -152,6 +157,10 @@ class PipelineStrategy final : public ModelParallelStrategy {
       if (!first) bwd_sends.push_back(send(ins[static_cast<size_t>(k)].grad(), me - 1, kBackwardTag));
       out = tensor::Tensor();
       ins[static_cast<size_t>(k)] = tensor::Tensor();
+      if (work.parts_of != nullptr) {  // this micro-batch's gradients alone (zeroed before the step)
+        share.parts.push_back(work.parts_of->snapshot());
+        stage_->optimizer().zero_grad();
+      }
     };
     if (cfg_.schedule == Schedule::gpipe) {
       for (std::int64_t k = 0; k < M; ++k) forward(k);
@@ -169,6 +178,7 @@ class PipelineStrategy final : public ModelParallelStrategy {
       f.req.wait();
       done(f);
     }
+    // With work.parts_of the gradients are zero here; the driver's exact sum checks the parts.
     share.gradients_finite = all_finite(nn::gradients_of(stage_->params()));
     return share;
   }

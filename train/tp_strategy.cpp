@@ -90,9 +90,13 @@ class TensorStrategy final : public ModelParallelStrategy {
     slice(f, n, r);
   }
 
-  StepShare step(fc::Communicator& c, const std::vector<std::int64_t>& ids, std::int64_t global_rows,
-                 std::int64_t epoch, Pins& pins) override {
+  // The replica's rows as one batch on every rank (tp has no micro-batches: work.cuts is unused;
+  // --deterministic is refused for tp, so work.parts_of is null).
+  StepShare step(fc::Communicator& c, const StepWork& work, Pins& pins) override {
     check_mine({c.rank(), c.size()});
+    FTCC_INVARIANT(work.parts_of == nullptr) << "tp: per-micro-batch gradients asked for";
+    const std::vector<std::int64_t>& ids = work.ids;
+    const std::int64_t global_rows = work.global_rows, epoch = work.epoch;
     const int pairs = L_ / 2;
     data::Batch b = td_.train.gather(ids);
     StepShare share;

@@ -164,11 +164,12 @@ void TrainConfig::validate() const {
   if (parallel != Parallel::dp) {
     const char* mode = choice_name(parallel);
     FTCC_REQUIRE(device == Device::CPU) << "--parallel " << mode << ": only --device cpu is supported in this version";
-    // pp is bitwise reproducible by construction: each parameter lives on one stage, and its
-    // gradient is summed over the same --micro-batches in the same order on any number of stages
-    // (train/pp_strategy.cpp). tp's partial sums and the replicas' sums are not order-independent yet.
-    FTCC_REQUIRE(!deterministic || parallel == Parallel::pp)
-        << "--parallel " << mode << ": --deterministic is not supported (use --parallel dp or pp)";
+    // Pipelines are bitwise reproducible: each parameter lives on one stage, each of the global
+    // batch's --micro-batches is computed whole on one replica, and their gradients are summed in
+    // micro-batch order (pp) or exactly over the replicas (dp,pp; train/mp_driver.cpp). tp's
+    // partial sums are not order-independent yet.
+    FTCC_REQUIRE(!deterministic || pipeline())
+        << "--parallel " << mode << ": --deterministic is not supported (use --parallel dp, pp or dp,pp)";
     FTCC_REQUIRE(on_failure == OnFailure::keep_global_batch) << "--parallel " << mode << ": only --on-failure keep-global-batch";
   }
   FTCC_REQUIRE(spares >= 0) << "--spares must be >= 0, got " << spares;

@@ -3,7 +3,7 @@
 model and rank counts, state bytes per rank with and without replicas, and the recovery-time
 breakdown of one kill. Not a test (no pass/fail); run by hand:
 
-    bench/training/mp_bench.py BUILD_DIR [--repeat 3] [--sections throughput,memory,recovery,hybrid]
+    bench/training/mp_bench.py BUILD_DIR [--repeat 3] [--sections throughput,memory,recovery,hybrid,deterministic]
 
 Every figure is the median over --repeat runs of FTCC_SUMMARY's samples_per_s (samples over the
 whole run's wall time, start-up included) or of the recovery event's phases. The hybrid section
@@ -11,6 +11,8 @@ runs every mode (dp, pp with GPipe and 1F1B, tp, dp x pp, dp x tp) on one 8-laye
 8 ranks: steady samples/s (FTCC_SUMMARY's step_samples_per_s), the largest rank's peak bytes of
 tensor storage over the steps (peak_tensor_bytes: data, model, optimizer, activations), and the
 recovery of a kill of rank 1 at step 10 (total_ms of the recovery event, and the grid after it).
+The deterministic section (not run by default) gives the cost of --deterministic in pp and dp,pp on
+4 ranks: runs with and without the flag interleaved, median steady samples/s of each and the ratio.
 """
 import json, os, re, statistics, subprocess, sys
 
@@ -113,3 +115,21 @@ if "hybrid" in sections:
     runs = [run(4, *wide, "--schedule", sched)[0] for _ in range(repeat)]
     print(f"| {sched} | {statistics.median(r['peak_tensor_bytes'] for r in runs) / 1e6:.1f} | "
           f"{statistics.median(r['step_samples_per_s'] for r in runs):,.0f} |", flush=True)
+
+if "deterministic" in sections:
+  # pp's flag changes nothing in a fault-free pipeline; dp,pp's exact sum of per-micro-batch
+  # gradients over the replicas does (docs/training.md, "--deterministic").
+  model = ["--dataset", "digits", "--layers", "64,256,256,256,10", "--lr", "0.05", "--batch", "64", "--epochs", "6",
+           "--micro-batches", "4"]
+  print()
+  print("| mode, 4 ranks | samples/s (steady) | with --deterministic | ratio | SHA-256 equal with and without |")
+  print("|---|---|---|---|---|")
+  for name, par in (("pp", ["--parallel", "pp"]), ("dp,pp 2 x 2", ["--parallel", "dp,pp", "--pp-size", "2"])):
+    plain, det = [], []
+    for _ in range(repeat):
+      plain.append(run(4, *model, *par)[0])
+      det.append(run(4, *model, *par, "--deterministic")[0])
+    a = statistics.median(r["step_samples_per_s"] for r in plain)
+    b = statistics.median(r["step_samples_per_s"] for r in det)
+    same = plain[0]["param_sha256"] == det[0]["param_sha256"]
+    print(f"| {name} | {a:,.0f} | {b:,.0f} | {b / a:.2f} | {'yes' if same else 'no'} |", flush=True)

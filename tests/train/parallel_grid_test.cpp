@@ -29,6 +29,42 @@ TEST(ParallelGrid, Layout) {
   EXPECT_EQ(next, 64);
 }
 
+TEST(ParallelGrid, MicroBatchesPerReplica) {
+  // Each replica cuts its own rows: 64 rows over 3 replicas (21, 21, 22), 4 micro-batches each.
+  const ParallelGrid g{6, 2, 3};
+  const auto m = g.micro_batches_of(2, 64, 4, /*shared=*/false);
+  EXPECT_EQ(m.begin, 42);
+  EXPECT_EQ(m.end, 64);
+  EXPECT_EQ(m.cuts, (std::vector<std::int64_t>{0, 5, 11, 16, 22}));
+  // Fewer rows than micro-batches: one row each.
+  EXPECT_EQ(g.micro_batches_of(0, 5, 4, false).cuts, (std::vector<std::int64_t>{0, 1}));
+  EXPECT_EQ(g.micro_batches_of(0, 0, 4, false).cuts, (std::vector<std::int64_t>{0}));
+}
+
+TEST(ParallelGrid, SharedMicroBatchesAreTheSameOnEveryGrid) {
+  // --deterministic: the global batch's micro-batches (64 rows in 6: cuts at 0, 10, 21, 32, 42,
+  // 53, 64) are dealt out whole, so each one has the same rows whatever the grid.
+  const std::vector<std::int64_t> global{0, 10, 21, 32, 42, 53, 64};
+  for (int replicas = 1; replicas <= 6; ++replicas) {
+    const ParallelGrid g{replicas * 2, 2, replicas};
+    std::vector<std::int64_t> seen{0};
+    for (int k = 0; k < replicas; ++k) {
+      const auto m = g.micro_batches_of(k, 64, 6, /*shared=*/true);
+      EXPECT_EQ(m.begin, seen.back()) << replicas << " replicas, replica " << k;
+      EXPECT_EQ(m.cuts.front(), 0);
+      EXPECT_EQ(m.begin + m.cuts.back(), m.end);
+      for (std::size_t j = 1; j < m.cuts.size(); ++j) seen.push_back(m.begin + m.cuts[j]);
+    }
+    EXPECT_EQ(seen, global) << replicas << " replicas";
+  }
+  // More replicas than micro-batches: some replicas get none (and no rows).
+  const ParallelGrid g{8, 2, 4};
+  const auto none = g.micro_batches_of(0, 64, 2, true);
+  EXPECT_EQ(none.begin, none.end);
+  EXPECT_EQ(none.cuts, (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(g.micro_batches_of(3, 64, 2, true).cuts, (std::vector<std::int64_t>{0, 32}));
+}
+
 TEST(ParallelGrid, StartIsTheAskedGrid) {
   EXPECT_EQ(choose_grid(8, 2, 5, 64), (ParallelGrid{8, 2, 4}));
   EXPECT_EQ(choose_grid(8, 4, 5, 64), (ParallelGrid{8, 4, 2}));

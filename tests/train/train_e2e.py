@@ -312,26 +312,46 @@ elif case == "deterministic_with_kills":
           f"SHA-256 1 rank {a['param_sha256'][:12]}, 4 ranks {b['param_sha256'][:12]}, 4 ranks with 2 kills {c['param_sha256'][:12]}")
 
 elif case == "pp_deterministic":
-    # --parallel pp --deterministic: the final parameters' SHA-256 is the same on 1, 2 and 4 stages,
-    # with two kills (a stage, then the last stage inside the stats allreduce: re-partitioned from
-    # the buddy copies), with a hot spare taking a lost stage's place, and with the 1F1B schedule.
-    det = [*PP_MODEL, "--parallel", "pp", "--micro-batches", "4", "--deterministic"]
-    runs = [("1 stage", run(1, *det)[0]), ("2 stages", run(2, *det)[0]), ("4 stages", run(4, *det)[0]),
-            ("4 stages, 1f1b", run(4, *det, "--schedule", "1f1b")[0]),
-            ("4 stages with 2 kills", run(4, *det, "--inject", "kill:rank=1:step=15",
-                                          "--inject", "kill:rank=3:step=60:phase=allreduce")[0]),
-            ("3 stages + a spare, a kill", run(4, *det, "--spares", "1", "--inject", "kill:rank=0:step=25")[0])]
-    check(runs[4][1]["world_size_final"] == 2, f"two kills: 4 stages -> {runs[4][1]['world_size_final']}")
-    check(runs[5][1]["world_size_final"] == 3, f"the spare took the lost stage's place: {runs[5][1]['world_size_final']} stages")
-    for what, s in runs:
-        samples_exact(s, 6 * DIGITS_TRAIN, what)
-    shas = {what: s["param_sha256"] for what, s in runs}
-    check(len(set(shas.values())) == 1, "pp --deterministic: one SHA-256 for " +
-          ", ".join(f"{w} {h[:12]}" for w, h in shas.items()))
-    # Without --deterministic the same runs are not required to agree, but pp's fault-free runs
-    # do: the flag must not change the arithmetic of a fault-free pipeline.
+    # --deterministic in the pipeline modes. pp: one SHA-256 on 1 and 4 stages, with either
+    # schedule, with two kills (a stage, then the last stage inside the stats allreduce:
+    # re-partitioned from the buddy copies), with a hot spare taking a lost stage's place.
+    # dp,pp: one SHA-256 (its own: the replicas' sum is exact) on 1 rank (--pp-size 1), 2 replicas
+    # x 2 stages with either schedule, the same losing two ranks (one replica left, its
+    # micro-batches now all on it), a spare taking rank 0's place, and 4 replicas x 1 stage losing
+    # one (3 replicas share the 4 micro-batches unevenly).
+    det = [*PP_MODEL, "--micro-batches", "4", "--deterministic"]
+    pp, dppp = [*det, "--parallel", "pp"], [*det, "--parallel", "dp,pp", "--pp-size", "2"]
+    pp_runs = [("1 stage", run(1, *pp)[0]), ("4 stages", run(4, *pp)[0]),
+               ("4 stages, 1f1b", run(4, *pp, "--schedule", "1f1b")[0]),
+               ("4 stages with 2 kills", run(4, *pp, "--inject", "kill:rank=1:step=15",
+                                             "--inject", "kill:rank=3:step=60:phase=allreduce")[0]),
+               ("3 stages + a spare, a kill", run(4, *pp, "--spares", "1", "--inject", "kill:rank=0:step=25")[0])]
+    hybrid_runs = [("1 rank", run(1, *det, "--parallel", "dp,pp", "--pp-size", "1")[0]),
+                   ("2x2", run(4, *dppp)[0]), ("2x2, 1f1b", run(4, *dppp, "--schedule", "1f1b")[0]),
+                   ("2x2 with 2 kills", run(4, *dppp, "--inject", "kill:rank=1:step=15",
+                                            "--inject", "kill:rank=3:step=60:phase=allreduce")[0]),
+                   ("2x2 + a spare, rank 0 killed", run(5, *dppp, "--spares", "1", "--inject", "kill:rank=0:step=25")[0]),
+                   ("4x1, a kill", run(4, *det, "--parallel", "dp,pp", "--pp-size", "1",
+                                       "--inject", "kill:rank=2:step=30")[0])]
+    want = {"4 stages with 2 kills": (2, "1 replica x 2 ranks"), "3 stages + a spare, a kill": (3, "1 replica x 3 ranks"),
+            "2x2": (4, "2 replicas x 2 ranks"), "2x2 with 2 kills": (2, "1 replica x 2 ranks"),
+            "2x2 + a spare, rank 0 killed": (4, "2 replicas x 2 ranks"), "4x1, a kill": (3, "3 replicas x 1 rank")}
+    for mode, runs in (("pp", pp_runs), ("dp,pp", hybrid_runs)):
+        for what, s in runs:
+            samples_exact(s, 6 * DIGITS_TRAIN, f"{mode} {what}")
+            if what in want:
+                check((s["world_size_final"], s["grid"]) == want[what],
+                      f"{mode} {what}: {s['world_size_final']} ranks, grid {s['grid']}")
+        shas = {what: s["param_sha256"] for what, s in runs}
+        check(len(set(shas.values())) == 1, f"{mode} --deterministic: one SHA-256 for " +
+              ", ".join(f"{w} {h[:12]}" for w, h in shas.items()))
+    # pp's fault-free bits do not depend on the flag (the same micro-batches, the same float sum in
+    # the same order): it costs nothing there. dp,pp's exact sum must give other bits than its float
+    # sum, or the exact sum did not run.
     plain = run(2, *PP_MODEL, "--parallel", "pp", "--micro-batches", "4")[0]
-    check(plain["param_sha256"] == shas["2 stages"], "pp without --deterministic: the same bits fault-free")
+    check(plain["param_sha256"] == pp_runs[0][1]["param_sha256"], "pp without --deterministic: the same bits fault-free")
+    plain = run(4, *PP_MODEL, "--parallel", "dp,pp", "--pp-size", "2", "--micro-batches", "4")[0]
+    check(plain["param_sha256"] != hybrid_runs[0][1]["param_sha256"], "dp,pp without --deterministic: a float sum's bits")
 
 elif case == "checkpoint_resume":
     with tempfile.TemporaryDirectory() as d:
@@ -565,9 +585,9 @@ elif case == "bad_input":
             # group's start-up printed a second line (1 run in 6), and with a hot spare ranks
             # crashed in Open MPI's MPI_Comm_split before the line (every run).
             (4, ["--dataset", "digits", "--layers", "64,64,10", "--parallel", "tp", "--deterministic"],
-             "--parallel tp: --deterministic is not supported (use --parallel dp or pp)"),
+             "--parallel tp: --deterministic is not supported (use --parallel dp, pp or dp,pp)"),
             (5, ["--dataset", "digits", "--layers", "64,64,10", "--parallel", "dp,tp", "--tp-size", "2", "--spares", "1",
-                 "--deterministic"], "--parallel dp,tp: --deterministic is not supported (use --parallel dp or pp)"),
+                 "--deterministic"], "--parallel dp,tp: --deterministic is not supported (use --parallel dp, pp or dp,pp)"),
             (2, ["--parallel", "dp,tp"], "--parallel dp,tp needs --tp-size N"),
             (2, ["--parallel", "pp", "--pp-size", "2"], "--pp-size is for --parallel dp,pp"),
             (2, ["--schedule", "1f1b"], "--schedule 1f1b is a pipeline schedule: for --parallel pp or dp,pp, not dp"),
@@ -581,6 +601,10 @@ elif case == "bad_input":
              "--tp-size 2: the hidden width 47 of layers 2-3"),
             (4, ["--parallel", "dp,pp", "--pp-size", "2", "--layers", "64,64,64,10", "--batch", "1"],
              "--parallel dp,pp: 2 replicas need a --batch of at least as many rows, got 1"),
+            (6, ["--parallel", "dp,pp", "--pp-size", "2", "--layers", "64,64,64,10", "--micro-batches", "2",
+                 "--deterministic"], "--parallel dp,pp --deterministic: the global batch's --micro-batches (2) are "
+             "dealt out whole to the 3 replicas (the same micro-batches on any grid), so each needs one: use "
+             "--micro-batches 3 or more"),
             (2, ["--spares", "-1"], "--spares must be >= 0, got -1"),
             # Flags range-checked (each of these was accepted, or got a misleading message).
             (2, ["--steps", "3", "--progress-timeout", "nan"], "--progress-timeout must be a number of seconds in [0, 1e6] (0 = off), got nan"),
