@@ -94,7 +94,8 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
   app.add_flag("--deterministic", c.deterministic,
                "bitwise-identical final weights for any rank count and any failures (dp: exact fixed-point gradient "
                "sums; pp: each stage sums the same micro-batches in the same order; dp,pp: the global batch's "
-               "--micro-batches each whole on one replica, summed exactly; tp and dp,tp refuse it)");
+               "--micro-batches each whole on one replica, summed exactly; tp: fixed-order loops and exact sums over the "
+               "hidden features; dp,tp refuses it)");
   app.add_option("--on-failure", t.on_failure,
                  "keep-global-batch (default) | keep-local-batch (global batch shrinks with the world from the next epoch)")
       ->check(CLI::IsMember({"keep-global-batch", "keep-local-batch"}))->capture_default_str();

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/tensor/autograd.hpp"
 #include "ftcc/tensor/ops.hpp"
 #include "ftcc/train/gradient_reducer.hpp"
+#include "ftcc/train/tp_exact_pair.hpp"
 #include "ftcc/train/tp_shard.hpp"
 
 namespace ftcc::train {
@@ -91,57 +93,28 @@ class TensorStrategy final : public ModelParallelStrategy {
   }
 
   // The replica's rows as one batch on every rank (tp has no micro-batches: work.cuts is unused;
-  // --deterministic is refused for tp, so work.parts_of is null).
+  // dp,tp --deterministic is refused, so work.parts_of is null). Each pair runs as one autograd
+  // segment per side of each allreduce (X_j -> z_j partial, Z_j -> Y_j), or, under
+  // --deterministic, by ExactTpPair (train/tp_exact_pair.hpp) with the same bits on any shard count.
   StepShare step(fc::Communicator& c, const StepWork& work, Pins& pins) override {
     check_mine({c.rank(), c.size()});
     FTCC_INVARIANT(work.parts_of == nullptr) << "tp: per-micro-batch gradients asked for";
-    const std::vector<std::int64_t>& ids = work.ids;
-    const std::int64_t global_rows = work.global_rows, epoch = work.epoch;
-    const int pairs = L_ / 2;
-    data::Batch b = td_.train.gather(ids);
+    data::Batch b = td_.train.gather(work.ids);
     StepShare share;
-    if (c.rank() == 0) share.fed.add(epoch, ids);  // every rank feeds the whole batch: count it once
+    if (c.rank() == 0) share.fed.add(work.epoch, work.ids);  // every rank feeds the whole batch: count it once
     opt_->zero_grad();
-    // Forward, one autograd segment per side of each allreduce: X_j -> z_j (partial), Z_j -> Y_j.
-    std::vector<tensor::Tensor> X(static_cast<size_t>(pairs)), z(X.size()), Z(X.size()), Y(X.size());
+    std::vector<PairStep> st(static_cast<size_t>(L_ / 2));
     tensor::Tensor h = b.x;
-    for (int j = 0; j < pairs; ++j) {
-      const int col = 2 * j, row = 2 * j + 1;
-      tensor::Tensor x = h;
-      if (j > 0) {
-        x = h.detach().clone();
-        x.requires_grad_(true);
-      }
-      const auto a = tensor::linear(x, param(col, "weight"), param(col, "bias"), as_fused(cfg_.activation));
-      const auto zr = tensor::linear(a, param(row, "weight"), tensor::Tensor());
-      tensor::Tensor zs = pins.keep(zr.detach().clone());
-      fc::allreduce(c, fc::kInPlace, zs.data(), static_cast<size_t>(zs.numel()), fc::DType::f32, fc::ReduceOp::sum);
-      zs.requires_grad_(true);
-      tensor::Tensor y = tensor::add(zs, param(row, "bias"));
-      if (row + 1 < L_) y = activate(cfg_.activation, y);
-      X[static_cast<size_t>(j)] = x;
-      z[static_cast<size_t>(j)] = zr;
-      Z[static_cast<size_t>(j)] = zs;
-      Y[static_cast<size_t>(j)] = y;
-      h = y;
-    }
+    for (int j = 0; j < L_ / 2; ++j) h = pair_forward(c, j, st[static_cast<size_t>(j)], h, pins);
     // Tail: the replicated last layer (odd layer count) and the loss.
     tensor::Tensor t = h.detach().clone();
     t.requires_grad_(true);
     tensor::Tensor out = t;
     if (L_ % 2 == 1) out = tensor::linear(t, param(L_ - 1, "weight"), param(L_ - 1, "bias"));
-    auto loss = batch_loss(cfg_.loss_in_use(), out, b.y, global_rows);
+    auto loss = batch_loss(cfg_.loss_in_use(), out, b.y, work.global_rows);
     loss.backward();
     tensor::Tensor grad = t.grad();
-    for (int j = pairs - 1; j >= 0; --j) {
-      tensor::run_backward(Y[static_cast<size_t>(j)], grad);
-      tensor::run_backward(z[static_cast<size_t>(j)], Z[static_cast<size_t>(j)].grad());
-      if (j > 0) {
-        grad = pins.keep(X[static_cast<size_t>(j)].grad().clone());
-        fc::allreduce(c, fc::kInPlace, grad.data(), static_cast<size_t>(grad.numel()), fc::DType::f32,
-                      fc::ReduceOp::sum);
-      }
-    }
+    for (int j = L_ / 2 - 1; j >= 0; --j) grad = pair_backward(c, j, st[static_cast<size_t>(j)], grad, pins);
     // The loss is the same on every rank: rank 0's is taken.
     if (c.rank() == 0) share.loss = loss.item();
     share.gradients_finite = all_finite(nn::gradients_of(params_));
@@ -176,6 +149,50 @@ class TensorStrategy final : public ModelParallelStrategy {
   }
   const tensor::Tensor& param(int layer, const char* what) const {
     return by_name_.at(std::to_string(2 * layer) + "." + what);
+  }
+
+  // One pair's forward and backward within a step.
+  struct PairStep {
+    tensor::Tensor x, z, Z, Y;          // input, partial output (float path), summed output, output
+    std::optional<ExactTpPair> exact;  // --deterministic
+  };
+  tensor::Tensor pair_forward(fc::Communicator& c, int j, PairStep& s, const tensor::Tensor& h, Pins& pins) {
+    const int col = 2 * j, row = 2 * j + 1;
+    const tensor::Tensor &Wc = param(col, "weight"), &bc = param(col, "bias"), &Wr = param(row, "weight");
+    if (cfg_.deterministic) {
+      s.x = h.detach();
+      s.exact.emplace(cfg_.activation, widths_[static_cast<size_t>(col) + 1]);
+      s.exact->hidden(s.x, Wc, bc);
+      s.Z = s.exact->output(c, Wr, pins);
+    } else {
+      s.x = h;
+      if (j > 0) {
+        s.x = h.detach().clone();
+        s.x.requires_grad_(true);
+      }
+      const auto a = tensor::linear(s.x, Wc, bc, as_fused(cfg_.activation));
+      s.z = tensor::linear(a, Wr, tensor::Tensor());
+      s.Z = pins.keep(s.z.detach().clone());
+      fc::allreduce(c, fc::kInPlace, s.Z.data(), static_cast<size_t>(s.Z.numel()), fc::DType::f32, fc::ReduceOp::sum);
+    }
+    s.Z.requires_grad_(true);
+    s.Y = tensor::add(s.Z, param(row, "bias"));
+    if (row + 1 < L_) s.Y = activate(cfg_.activation, s.Y);
+    return s.Y;
+  }
+  // Returns dL/dx of pair j's input, summed over the ranks (undefined for the first pair).
+  tensor::Tensor pair_backward(fc::Communicator& c, int j, PairStep& s, const tensor::Tensor& grad, Pins& pins) {
+    const int col = 2 * j, row = 2 * j + 1;
+    tensor::run_backward(s.Y, grad);
+    if (s.exact) {
+      s.exact->slice_gradients(s.x, param(col, "weight"), param(col, "bias"), param(row, "weight"), s.Z.grad());
+      return j > 0 ? s.exact->input_gradient(c, param(col, "weight"), pins) : tensor::Tensor();
+    }
+    tensor::run_backward(s.z, s.Z.grad());
+    if (j == 0) return tensor::Tensor();
+    tensor::Tensor dx = pins.keep(s.x.grad().clone());
+    fc::allreduce(c, fc::kInPlace, dx.data(), static_cast<size_t>(dx.numel()), fc::DType::f32, fc::ReduceOp::sum);
+    return dx;
   }
 
   const TrainConfig& cfg_;

@@ -11,8 +11,8 @@ runs every mode (dp, pp with GPipe and 1F1B, tp, dp x pp, dp x tp) on one 8-laye
 8 ranks: steady samples/s (FTCC_SUMMARY's step_samples_per_s), the largest rank's peak bytes of
 tensor storage over the steps (peak_tensor_bytes: data, model, optimizer, activations), and the
 recovery of a kill of rank 1 at step 10 (total_ms of the recovery event, and the grid after it).
-The deterministic section (not run by default) gives the cost of --deterministic in pp and dp,pp on
-4 ranks: runs with and without the flag interleaved, median steady samples/s of each and the ratio.
+The deterministic section (not run by default) gives the cost of --deterministic in pp, dp,pp and
+tp on 4 ranks: runs with and without the flag interleaved, median steady samples/s of each and the ratio.
 """
 import json, os, re, statistics, subprocess, sys
 
@@ -118,13 +118,15 @@ if "hybrid" in sections:
 
 if "deterministic" in sections:
   # pp's flag changes nothing in a fault-free pipeline; dp,pp's exact sum of per-micro-batch
-  # gradients over the replicas does (docs/training.md, "--deterministic").
+  # gradients over the replicas does, and so do tp's loops and exact sums over the hidden
+  # features (docs/training.md, "--deterministic").
   model = ["--dataset", "digits", "--layers", "64,256,256,256,10", "--lr", "0.05", "--batch", "64", "--epochs", "6",
            "--micro-batches", "4"]
   print()
   print("| mode, 4 ranks | samples/s (steady) | with --deterministic | ratio | SHA-256 equal with and without |")
   print("|---|---|---|---|---|")
-  for name, par in (("pp", ["--parallel", "pp"]), ("dp,pp 2 x 2", ["--parallel", "dp,pp", "--pp-size", "2"])):
+  for name, par in (("pp", ["--parallel", "pp"]), ("dp,pp 2 x 2", ["--parallel", "dp,pp", "--pp-size", "2"]),
+                    ("tp", ["--parallel", "tp"])):
     plain, det = [], []
     for _ in range(repeat):
       plain.append(run(4, *model, *par)[0])

@@ -353,6 +353,33 @@ elif case == "pp_deterministic":
     plain = run(4, *PP_MODEL, "--parallel", "dp,pp", "--pp-size", "2", "--micro-batches", "4")[0]
     check(plain["param_sha256"] != hybrid_runs[0][1]["param_sha256"], "dp,pp without --deterministic: a float sum's bits")
 
+elif case == "tp_deterministic":
+    # --parallel tp --deterministic (train/tp_exact_pair.hpp): one SHA-256 on 1, 2 and 4 ranks, 4
+    # losing 2 (one inside an allreduce; the survivors re-split the hidden width 100 over 3 unevenly,
+    # then 2), a hot spare taking rank 0's place, and with tanh on 1 and 4 ranks; the model it
+    # trains is tp's (final loss within 1e-5 of the flagless run), with other bits (the exact path ran).
+    model = [("64,100,64,48,10" if a == "64,96,64,48,10" else a) for a in TP_MODEL]  # 100: uneven over 3
+    det = [*model, "--parallel", "tp", "--deterministic"]
+    runs = [("1 rank", run(1, *det)[0]), ("2 ranks", run(2, *det)[0]), ("4 ranks", run(4, *det)[0]),
+            ("4 ranks losing 2", run(4, *det, "--inject", "kill:rank=1:step=15",
+                                     "--inject", "kill:rank=3:step=60:phase=allreduce")[0]),
+            ("4 + a spare, rank 0 killed", run(5, *det, "--spares", "1", "--inject", "kill:rank=0:step=25")[0])]
+    check(runs[3][1]["world_size_final"] == 2 and runs[4][1]["world_size_final"] == 4,
+          f"worlds after the kills: {runs[3][1]['world_size_final']} and {runs[4][1]['world_size_final']} (want 2, 4)")
+    for what, s in runs:
+        samples_exact(s, 6 * DIGITS_TRAIN, what)
+    shas = {what: s["param_sha256"] for what, s in runs}
+    check(len(set(shas.values())) == 1, "tp --deterministic: one SHA-256 for " +
+          ", ".join(f"{w} {h[:12]}" for w, h in shas.items()))
+    tanh = [run(n, *det, "--activation", "tanh")[0]["param_sha256"] for n in (1, 4)]
+    check(tanh[0] == tanh[1] and tanh[0] != runs[0][1]["param_sha256"],
+          f"tanh: 1 and 4 ranks agree ({tanh[0][:12]}, {tanh[1][:12]})")
+    plain = run(2, *model, "--parallel", "tp")[0]
+    rel = abs(plain["final_loss"] - runs[0][1]["final_loss"]) / plain["final_loss"]
+    check(rel < 1e-5 and plain["param_sha256"] != runs[0][1]["param_sha256"] and runs[0][1]["eval_metric"] > 0.9,
+          f"the same training as without the flag (final loss {plain['final_loss']:.8g} vs {runs[0][1]['final_loss']:.8g}, "
+          f"accuracy {runs[0][1]['eval_metric']:.4f}), other bits")
+
 elif case == "checkpoint_resume":
     with tempfile.TemporaryDirectory() as d:
         ck = os.path.join(d, "ck")
@@ -584,10 +611,10 @@ elif case == "bad_input":
             # Refused before any rank forms its group: inside the driver a rank still finishing the
             # group's start-up printed a second line (1 run in 6), and with a hot spare ranks
             # crashed in Open MPI's MPI_Comm_split before the line (every run).
-            (4, ["--dataset", "digits", "--layers", "64,64,10", "--parallel", "tp", "--deterministic"],
-             "--parallel tp: --deterministic is not supported (use --parallel dp, pp or dp,pp)"),
+            (4, ["--dataset", "digits", "--layers", "64,64,10", "--parallel", "dp,tp", "--tp-size", "2", "--deterministic"],
+             "--parallel dp,tp: --deterministic is not supported (use --parallel dp, pp, tp or dp,pp)"),
             (5, ["--dataset", "digits", "--layers", "64,64,10", "--parallel", "dp,tp", "--tp-size", "2", "--spares", "1",
-                 "--deterministic"], "--parallel dp,tp: --deterministic is not supported (use --parallel dp, pp or dp,pp)"),
+                 "--deterministic"], "--parallel dp,tp: --deterministic is not supported (use --parallel dp, pp, tp or dp,pp)"),
             (2, ["--parallel", "dp,tp"], "--parallel dp,tp needs --tp-size N"),
             (2, ["--parallel", "pp", "--pp-size", "2"], "--pp-size is for --parallel dp,pp"),
             (2, ["--schedule", "1f1b"], "--schedule 1f1b is a pipeline schedule: for --parallel pp or dp,pp, not dp"),
