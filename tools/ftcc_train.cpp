@@ -95,7 +95,7 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
                "bitwise-identical final weights for any rank count and any failures (dp: exact fixed-point gradient "
                "sums; pp: each stage sums the same micro-batches in the same order; dp,pp: the global batch's "
                "--micro-batches each whole on one replica, summed exactly; tp: fixed-order loops and exact sums over the "
-               "hidden features; dp,tp refuses it)");
+               "hidden features; dp,tp: tp's loops per micro-batch, summed exactly over the replicas)");
   app.add_option("--on-failure", t.on_failure,
                  "keep-global-batch (default) | keep-local-batch (global batch shrinks with the world from the next epoch)")
       ->check(CLI::IsMember({"keep-global-batch", "keep-local-batch"}))->capture_default_str();

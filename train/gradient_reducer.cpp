@@ -138,7 +138,7 @@ bool GradientReducer::arena_finite() const {
 std::vector<float> GradientReducer::snapshot() const { return arena_.to_vector(); }
 
 bool GradientReducer::exact_sum(comm::Communicator& comm, const std::vector<std::vector<float>>& parts,
-                                std::int64_t n_total) {
+                                std::int64_t n_total, comm::Communicator* slices_of) {
   // 1. The scale of each bucket: the largest |g| over every contribution of the global batch.
   // On the heap and kept if the allreduce fails: a late message may still land in it.
   const comm::KeptBuffer<std::vector<float>> kept(buckets(), 0.0f);
@@ -149,6 +149,10 @@ bool GradientReducer::exact_sum(comm::Communicator& comm, const std::vector<std:
       maxes[b] = std::max(maxes[b], max_abs(std::span<const float>(p.data() + bucket_begin_[b], bucket_size(b))));
   }
   comm::allreduce(comm, comm::kInPlace, maxes.data(), maxes.size(), comm::DType::f32, comm::ReduceOp::max);
+  if (slices_of != nullptr) {
+    FTCC_INVARIANT_EQ(buckets(), params_.size()) << "exact_sum over slices needs a bucket per tensor";
+    comm::allreduce(*slices_of, comm::kInPlace, maxes.data(), maxes.size(), comm::DType::f32, comm::ReduceOp::max);
+  }
   // A non-finite contribution anywhere made its bucket's maximum +infinity (max_abs) on every rank.
   if (!std::all_of(maxes.begin(), maxes.end(), [](float m) { return std::isfinite(m); })) return false;
   // 2. Fixed point, summed locally then across ranks: integer sums do not depend on the order.

@@ -62,8 +62,12 @@ class GradientReducer {
   // The current gradients as one flat host vector in arena order (one micro-batch's contribution).
   std::vector<float> snapshot() const;
   // n_total: how many contributions the whole global batch has (same on every rank).
+  // slices_of: when the parameters are slices of tensors whose other slices other ranks hold
+  // (tp shards: the same tensors in the same order on each), the ranks holding the other slices;
+  // each tensor's scale then comes from its whole maximum, so an element's bits do not depend on
+  // how the tensor is cut (bucket_bytes 0: a bucket per tensor). Null otherwise.
   [[nodiscard]] bool exact_sum(comm::Communicator& comm, const std::vector<std::vector<float>>& parts,
-                               std::int64_t n_total);
+                               std::int64_t n_total, comm::Communicator* slices_of = nullptr);
 
  private:
   std::size_t bucket_size(std::size_t b) const;

@@ -66,7 +66,8 @@ class Driver {
                                                  << " replicas need a --batch of at least as many rows, got " << cfg.batch;
       // Each replica needs at least one of the micro-batches it shares with the others.
       FTCC_REQUIRE(!cfg.deterministic || n / model_size_ <= std::min<std::int64_t>(cfg.micro_batches, cfg.batch))
-          << "--parallel dp,pp --deterministic: the global batch's --micro-batches (" << cfg.micro_batches
+          << "--parallel " << choice_name(cfg.parallel) << " --deterministic: the global batch's --micro-batches ("
+          << cfg.micro_batches
           << ") are dealt out whole to the " << n / model_size_
           << " replicas (the same micro-batches on any grid), so each needs one: use --micro-batches "
           << n / model_size_ << " or more";
@@ -163,11 +164,13 @@ class Driver {
       return comm;
     };
     model_ = sub(grid_.replica_ranks(grid_.replica_of(me)));
-    // dp,pp --deterministic sums over it with one replica left too (the same exact sum on every grid).
+    // The hybrids under --deterministic sum over it with one replica left too (the same exact sum on every grid).
     if (grid_.replicas > 1 || exact_replica_sum()) dp_ = sub(grid_.position_ranks(grid_.position_of(me)));
   }
-  // dp,pp --deterministic: the replicas' sum is exact (a float sum's bits would depend on the grid).
-  bool exact_replica_sum() const { return cfg_.deterministic && cfg_.parallel == Parallel::dp_pp; }
+  // The hybrids under --deterministic: the replicas' sum is exact (a float sum's bits would depend on the grid).
+  bool exact_replica_sum() const {
+    return cfg_.deterministic && (cfg_.parallel == Parallel::dp_pp || cfg_.parallel == Parallel::dp_tp);
+  }
   int position() const { return grid_.position_of(g_.comm().rank()); }
 
   void start() {
@@ -202,17 +205,20 @@ class Driver {
       const auto B = static_cast<std::int64_t>(ids.size());
       // --deterministic: the global batch's micro-batches, each whole on one replica (pp: the one
       // replica), so each meets the same layers with the same shapes on any grid. pp then sums
-      // them in micro-batch order on each stage; dp,pp keeps each one's gradient apart and sums
-      // them exactly over the replicas (train/exact_sum.hpp). Validation refuses tp and dp,tp.
+      // them in micro-batch order on each stage (tp has one: the whole batch); the hybrids keep
+      // each one's gradient apart and sum them exactly over the replicas (train/exact_sum.hpp;
+      // dp,tp's scales from whole tensors, not this rank's slices).
       const bool exact = exact_replica_sum();
-      const std::int64_t M = cfg_.pipeline() ? cfg_.micro_batches : 1;
+      const std::int64_t M = cfg_.pipeline() || exact ? cfg_.micro_batches : 1;
       auto mb = grid_.micro_batches_of(grid_.replica_of(c.rank()), B, M, cfg_.deterministic);
       StepWork work{.ids = std::vector<std::int64_t>(ids.begin() + mb.begin, ids.begin() + mb.end),
                     .cuts = std::move(mb.cuts), .global_rows = B, .epoch = p_.cursor.epoch,
                     .parts_of = exact ? &reducer() : nullptr};
       share = s_->step(*model_, work, pins_);
       timer_.mark(Phase::compute);
-      if (exact) share.gradients_finite = work.parts_of->exact_sum(*dp_, share.parts, std::min(M, B));
+      if (exact)
+        share.gradients_finite = work.parts_of->exact_sum(*dp_, share.parts, std::min(M, B),
+                                                          cfg_.parallel == Parallel::dp_tp ? model_.get() : nullptr);
       else if (dp_) share.gradients_finite = sum_over_replicas() && share.gradients_finite;
     }
     auto& sums = *pins_.keep(std::make_shared<std::vector<double>>(2 + data::SampleTally::kDoubles));

@@ -92,31 +92,28 @@ class TensorStrategy final : public ModelParallelStrategy {
     slice(f, n, r);
   }
 
-  // The replica's rows as one batch on every rank (tp has no micro-batches: work.cuts is unused;
-  // dp,tp --deterministic is refused, so work.parts_of is null). Each pair runs as one autograd
-  // segment per side of each allreduce (X_j -> z_j partial, Z_j -> Y_j), or, under
-  // --deterministic, by ExactTpPair (train/tp_exact_pair.hpp) with the same bits on any shard count.
+  // The replica's rows as one batch on every rank; under dp,tp --deterministic one micro-batch
+  // at a time (work.cuts), each one's gradient kept apart for the driver's exact sum (work.parts_of).
   StepShare step(fc::Communicator& c, const StepWork& work, Pins& pins) override {
     check_mine({c.rank(), c.size()});
-    FTCC_INVARIANT(work.parts_of == nullptr) << "tp: per-micro-batch gradients asked for";
-    data::Batch b = td_.train.gather(work.ids);
     StepShare share;
     if (c.rank() == 0) share.fed.add(work.epoch, work.ids);  // every rank feeds the whole batch: count it once
     opt_->zero_grad();
-    std::vector<PairStep> st(static_cast<size_t>(L_ / 2));
-    tensor::Tensor h = b.x;
-    for (int j = 0; j < L_ / 2; ++j) h = pair_forward(c, j, st[static_cast<size_t>(j)], h, pins);
-    // Tail: the replicated last layer (odd layer count) and the loss.
-    tensor::Tensor t = h.detach().clone();
-    t.requires_grad_(true);
-    tensor::Tensor out = t;
-    if (L_ % 2 == 1) out = tensor::linear(t, param(L_ - 1, "weight"), param(L_ - 1, "bias"));
-    auto loss = batch_loss(cfg_.loss_in_use(), out, b.y, work.global_rows);
-    loss.backward();
-    tensor::Tensor grad = t.grad();
-    for (int j = L_ / 2 - 1; j >= 0; --j) grad = pair_backward(c, j, st[static_cast<size_t>(j)], grad, pins);
+    if (work.ids.empty()) return share;  // dp,tp --deterministic: fewer micro-batches than replicas
+    data::Batch b = td_.train.gather(work.ids);
+    double loss = 0;
+    if (work.parts_of == nullptr) {
+      loss = rows_step(c, b.x, b.y, work.global_rows, pins);
+    } else {
+      for (std::size_t k = 0; k + 1 < work.cuts.size(); ++k) {
+        const std::int64_t s = work.cuts[k], e = work.cuts[k + 1];
+        loss += rows_step(c, b.x.rows(s, e), b.y.rows(s, e), work.global_rows, pins);
+        share.parts.push_back(work.parts_of->snapshot());
+        opt_->zero_grad();
+      }
+    }
     // The loss is the same on every rank: rank 0's is taken.
-    if (c.rank() == 0) share.loss = loss.item();
+    if (c.rank() == 0) share.loss = loss;
     share.gradients_finite = all_finite(nn::gradients_of(params_));
     return share;
   }
@@ -149,6 +146,27 @@ class TensorStrategy final : public ModelParallelStrategy {
   }
   const tensor::Tensor& param(int layer, const char* what) const {
     return by_name_.at(std::to_string(2 * layer) + "." + what);
+  }
+
+  // Forward and backward of rows x -> y (the loss scaled by the global batch), adding to the
+  // gradients. Each pair runs as one autograd segment per side of each allreduce (X_j -> z_j
+  // partial, Z_j -> Y_j), or, under --deterministic, by ExactTpPair (train/tp_exact_pair.hpp) with
+  // the same bits on any shard count. Returns the loss.
+  double rows_step(fc::Communicator& c, const tensor::Tensor& x, const tensor::Tensor& y, std::int64_t global_rows,
+                   Pins& pins) {
+    std::vector<PairStep> st(static_cast<size_t>(L_ / 2));
+    tensor::Tensor h = x;
+    for (int j = 0; j < L_ / 2; ++j) h = pair_forward(c, j, st[static_cast<size_t>(j)], h, pins);
+    // Tail: the replicated last layer (odd layer count) and the loss.
+    tensor::Tensor t = h.detach().clone();
+    t.requires_grad_(true);
+    tensor::Tensor out = t;
+    if (L_ % 2 == 1) out = tensor::linear(t, param(L_ - 1, "weight"), param(L_ - 1, "bias"));
+    auto loss = batch_loss(cfg_.loss_in_use(), out, y, global_rows);
+    loss.backward();
+    tensor::Tensor grad = t.grad();
+    for (int j = L_ / 2 - 1; j >= 0; --j) grad = pair_backward(c, j, st[static_cast<size_t>(j)], grad, pins);
+    return loss.item();
   }
 
   // One pair's forward and backward within a step.

@@ -164,12 +164,10 @@ void TrainConfig::validate() const {
   if (parallel != Parallel::dp) {
     const char* mode = choice_name(parallel);
     FTCC_REQUIRE(device == Device::CPU) << "--parallel " << mode << ": only --device cpu is supported in this version";
-    // Pipelines are bitwise reproducible: each parameter lives on one stage, each of the global
-    // batch's --micro-batches is computed whole on one replica, and their gradients are summed in
-    // micro-batch order (pp) or exactly over the replicas (dp,pp; train/mp_driver.cpp). tp sums
-    // over the hidden features exactly (train/tp_exact_pair.hpp); dp,tp's replica sum does not yet.
-    FTCC_REQUIRE(!deterministic || parallel != Parallel::dp_tp)
-        << "--parallel " << mode << ": --deterministic is not supported (use --parallel dp, pp, tp or dp,pp)";
+    // --deterministic is accepted in every mode: each of the global batch's --micro-batches is
+    // computed whole on one replica, gradients are summed in micro-batch order (pp) or exactly
+    // over the replicas (dp,pp, dp,tp; train/mp_driver.cpp), and tp sums over the hidden features
+    // exactly (train/tp_exact_pair.hpp).
     FTCC_REQUIRE(on_failure == OnFailure::keep_global_batch) << "--parallel " << mode << ": only --on-failure keep-global-batch";
   }
   FTCC_REQUIRE(spares >= 0) << "--spares must be >= 0, got " << spares;

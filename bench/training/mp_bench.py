@@ -11,8 +11,8 @@ runs every mode (dp, pp with GPipe and 1F1B, tp, dp x pp, dp x tp) on one 8-laye
 8 ranks: steady samples/s (FTCC_SUMMARY's step_samples_per_s), the largest rank's peak bytes of
 tensor storage over the steps (peak_tensor_bytes: data, model, optimizer, activations), and the
 recovery of a kill of rank 1 at step 10 (total_ms of the recovery event, and the grid after it).
-The deterministic section (not run by default) gives the cost of --deterministic in pp, dp,pp and
-tp on 4 ranks: runs with and without the flag interleaved, median steady samples/s of each and the ratio.
+The deterministic section (not run by default) gives the cost of --deterministic in pp, dp,pp, tp
+and dp,tp on 4 ranks: runs with and without the flag interleaved, median steady samples/s of each and the ratio.
 """
 import json, os, re, statistics, subprocess, sys
 
@@ -126,7 +126,7 @@ if "deterministic" in sections:
   print("| mode, 4 ranks | samples/s (steady) | with --deterministic | ratio | SHA-256 equal with and without |")
   print("|---|---|---|---|---|")
   for name, par in (("pp", ["--parallel", "pp"]), ("dp,pp 2 x 2", ["--parallel", "dp,pp", "--pp-size", "2"]),
-                    ("tp", ["--parallel", "tp"])):
+                    ("tp", ["--parallel", "tp"]), ("dp,tp 2 x 2", ["--parallel", "dp,tp", "--tp-size", "2"])):
     plain, det = [], []
     for _ in range(repeat):
       plain.append(run(4, *model, *par)[0])

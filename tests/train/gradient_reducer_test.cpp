@@ -102,5 +102,42 @@ TEST(GradientReducer, OverlappedAndBlockingSumsEqualTheReferenceOnEveryRank) {
   }
 }
 
+// tp's slices under dp,tp --deterministic: with slices_of, each tensor's fixed-point scale comes
+// from its whole maximum, so a slice's elements get the whole tensor's bits. Here a tensor of 8
+// holds 1e10 and small values: alone, the half without 1e10 would keep its small values exact
+// (a fine scale); the whole tensor's scale rounds them to multiples of 2^-28.
+TEST(GradientReducer, ExactSumOfSlicesHasTheWholeTensorsBits) {
+  const std::vector<float> whole{1.2345678e-7f, -3.3e-6f, 0.5f, 1e10f, 7.77e-8f, 2.5e-7f, -1.1e-6f, 4.4e-6f};
+  const auto reduce = [](const std::vector<float>& values, comm::Communicator* slices_of) {
+    auto w = Tensor::zeros({1, static_cast<std::int64_t>(values.size())});
+    w.requires_grad_(true);
+    GradientReducer r({{"w", w}}, 0);
+    std::vector<float> part(values);  // this rank's one contribution (of 2: the other is zero)
+    part.resize(r.numel(), 0.0f);
+    comm::Communicator self(comm::MemoryWorld::create(1)->endpoint(0), comm::CommOptions{30});
+    EXPECT_TRUE(r.exact_sum(self, {part}, 2, slices_of));
+    return r.snapshot();
+  };
+  auto expect = reduce(whole, nullptr);
+  expect.resize(whole.size());
+  EXPECT_NE(expect[0], whole[0]);  // rounded to the whole tensor's quantum
+  auto world = comm::MemoryWorld::create(2);
+  std::vector<std::vector<float>> got(2), alone(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank)
+    threads.emplace_back([&, rank] {
+      comm::Communicator c(world->endpoint(rank), comm::CommOptions{30});
+      const std::vector<float> slice(whole.begin() + 4 * (1 - rank), whole.begin() + 4 * (2 - rank));  // rank 0: 2nd half
+      got[rank] = reduce(slice, &c);
+      alone[rank] = reduce(slice, nullptr);
+      got[rank].resize(4);
+      alone[rank].resize(4);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(got[1], std::vector<float>(expect.begin(), expect.begin() + 4));
+  EXPECT_EQ(got[0], std::vector<float>(expect.begin() + 4, expect.end()));
+  EXPECT_NE(alone[0], got[0]);  // without slices_of the half without 1e10 keeps a finer scale
+}
+
 }  // namespace
 }  // namespace ftcc::train

@@ -354,7 +354,7 @@ elif case == "pp_deterministic":
     check(plain["param_sha256"] != hybrid_runs[0][1]["param_sha256"], "dp,pp without --deterministic: a float sum's bits")
 
 elif case == "tp_deterministic":
-    # --parallel tp --deterministic (train/tp_exact_pair.hpp): one SHA-256 on 1, 2 and 4 ranks, 4
+    # --parallel tp and dp,tp --deterministic (train/tp_exact_pair.hpp). tp: one SHA-256 on 1, 2 and 4 ranks, 4
     # losing 2 (one inside an allreduce; the survivors re-split the hidden width 100 over 3 unevenly,
     # then 2), a hot spare taking rank 0's place, and with tanh on 1 and 4 ranks; the model it
     # trains is tp's (final loss within 1e-5 of the flagless run), with other bits (the exact path ran).
@@ -374,6 +374,24 @@ elif case == "tp_deterministic":
     tanh = [run(n, *det, "--activation", "tanh")[0]["param_sha256"] for n in (1, 4)]
     check(tanh[0] == tanh[1] and tanh[0] != runs[0][1]["param_sha256"],
           f"tanh: 1 and 4 ranks agree ({tanh[0][:12]}, {tanh[1][:12]})")
+    # dp,tp: one SHA-256 (its own: the replicas' sum is exact, per micro-batch) on 1 rank, 2 x 2,
+    # 2 x 2 losing two ranks (re-split over 1 x 3, then 1 x 2), a spare taking rank 0's place, and
+    # 4 x 1 losing one.
+    hdet = [*model, "--micro-batches", "4", "--deterministic", "--parallel", "dp,tp"]
+    hybrid = [("1 rank", run(1, *hdet, "--tp-size", "1")[0]), ("2x2", run(4, *hdet, "--tp-size", "2")[0]),
+              ("2x2 losing 2", run(4, *hdet, "--tp-size", "2", "--inject", "kill:rank=1:step=15",
+                                   "--inject", "kill:rank=3:step=60:phase=allreduce")[0]),
+              ("2x2 + a spare, rank 0 killed", run(5, *hdet, "--tp-size", "2", "--spares", "1",
+                                                   "--inject", "kill:rank=0:step=25")[0]),
+              ("4x1 losing one", run(4, *hdet, "--tp-size", "1", "--inject", "kill:rank=2:step=30")[0])]
+    grids = [s["grid"] for _, s in hybrid]
+    check(grids == ["1 replica x 1 rank", "2 replicas x 2 ranks", "1 replica x 2 ranks", "2 replicas x 2 ranks",
+                    "3 replicas x 1 rank"], f"dp,tp grids at the end: {grids}")
+    for what, s in hybrid:
+        samples_exact(s, 6 * DIGITS_TRAIN, "dp,tp " + what)
+    hshas = {what: s["param_sha256"] for what, s in hybrid}
+    check(len(set(hshas.values())) == 1, "dp,tp --deterministic: one SHA-256 for " +
+          ", ".join(f"{w} {h[:12]}" for w, h in hshas.items()))
     plain = run(2, *model, "--parallel", "tp")[0]
     rel = abs(plain["final_loss"] - runs[0][1]["final_loss"]) / plain["final_loss"]
     check(rel < 1e-5 and plain["param_sha256"] != runs[0][1]["param_sha256"] and runs[0][1]["eval_metric"] > 0.9,
@@ -611,10 +629,10 @@ elif case == "bad_input":
             # Refused before any rank forms its group: inside the driver a rank still finishing the
             # group's start-up printed a second line (1 run in 6), and with a hot spare ranks
             # crashed in Open MPI's MPI_Comm_split before the line (every run).
-            (4, ["--dataset", "digits", "--layers", "64,64,10", "--parallel", "dp,tp", "--tp-size", "2", "--deterministic"],
-             "--parallel dp,tp: --deterministic is not supported (use --parallel dp, pp, tp or dp,pp)"),
+            (4, ["--dataset", "digits", "--layers", "64,64,10", "--parallel", "tp", "--on-failure", "keep-local-batch"],
+             "--parallel tp: only --on-failure keep-global-batch"),
             (5, ["--dataset", "digits", "--layers", "64,64,10", "--parallel", "dp,tp", "--tp-size", "2", "--spares", "1",
-                 "--deterministic"], "--parallel dp,tp: --deterministic is not supported (use --parallel dp, pp, tp or dp,pp)"),
+                 "--on-failure", "keep-local-batch"], "--parallel dp,tp: only --on-failure keep-global-batch"),
             (2, ["--parallel", "dp,tp"], "--parallel dp,tp needs --tp-size N"),
             (2, ["--parallel", "pp", "--pp-size", "2"], "--pp-size is for --parallel dp,pp"),
             (2, ["--schedule", "1f1b"], "--schedule 1f1b is a pipeline schedule: for --parallel pp or dp,pp, not dp"),
