@@ -42,10 +42,35 @@ bool first_rank() {
   return !r || std::string(r) == "0";
 }
 
-// The choice flags as given; parse_choices turns them into the config's enums.
+// The choice flags as given; parse_choices turns them into the config's enums (and --layers into
+// widths: a text, so that a second --layers is refused like any repeated flag instead of CLI11
+// appending its widths to the first's).
 struct ChoiceTexts {
   std::string parallel = "dp", schedule = "gpipe", activation = "relu", loss = "auto", optimizer = "sgd", device = "cpu", on_failure = "keep-global-batch";
+  std::string layers;
 };
+
+std::vector<std::int64_t> parse_layers(const std::string& text) {
+  std::vector<std::int64_t> widths;
+  if (text.empty()) return widths;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', at);
+    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    std::size_t used = 0;
+    std::int64_t w = 0;
+    try {
+      w = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    FTCC_REQUIRE(!item.empty() && used == item.size())
+        << "--layers '" << text << "': '" << item << "' is not a width (expected integers such as 64,64,10)";
+    widths.push_back(w);
+    if (comma == std::string::npos) return widths;
+    at = comma + 1;
+  }
+}
 
 void parse_choices(const ChoiceTexts& t, ftcc::train::TrainConfig& c) {
   namespace tr = ftcc::train;
@@ -56,6 +81,7 @@ void parse_choices(const ChoiceTexts& t, ftcc::train::TrainConfig& c) {
   c.optimizer = tr::parse_choice<tr::OptimizerKind>("--optimizer", t.optimizer);
   c.device = tr::parse_choice<tr::Device>("--device", t.device);
   c.on_failure = tr::parse_choice<tr::OnFailure>("--on-failure", t.on_failure);
+  c.layers = parse_layers(t.layers);
 }
 
 void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
@@ -69,7 +95,7 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
   app.add_option("--schedule", t.schedule, "pipeline schedule (pp, dp,pp): gpipe (every forward, then every backward) | 1f1b (one forward, one backward: at most depth micro-batches held); the same parameters")
       ->check(CLI::IsMember({"gpipe", "1f1b"}))
       ->capture_default_str();
-  app.add_option("--layers", c.layers, "layer widths, input first, output last (e.g. 64,64,10)")->delimiter(',');
+  app.add_option("--layers", t.layers, "layer widths, input first, output last (e.g. 64,64,10)")->type_name("W,W,...");
   app.add_option("--activation", t.activation, "relu | tanh | sigmoid")->check(CLI::IsMember({"relu", "tanh", "sigmoid"}))->capture_default_str();
   app.add_option("--loss", t.loss,
                  "auto (cross-entropy for a classification data set such as digits, mse otherwise) | mse | "

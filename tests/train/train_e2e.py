@@ -651,6 +651,9 @@ elif case == "bad_input":
              "dealt out whole to the 3 replicas (the same micro-batches on any grid), so each needs one: use "
              "--micro-batches 3 or more"),
             (2, ["--spares", "-1"], "--spares must be >= 0, got -1"),
+            # A second --layers was appended to the first (CLI11's vector option): now refused.
+            (2, ["--layers", "64,64,10", "--layers", "64,10"], "--layers: At Most 1 required but received 2"),
+            (2, ["--layers", "64,x,10"], "--layers '64,x,10': 'x' is not a width (expected integers such as 64,64,10)"),
             # Flags range-checked (each of these was accepted, or got a misleading message).
             (2, ["--steps", "3", "--progress-timeout", "nan"], "--progress-timeout must be a number of seconds in [0, 1e6] (0 = off), got nan"),
             (2, ["--steps", "3", "--ulfm-timeout", "inf"], "--ulfm-timeout must be a number of seconds in (0, 1e6], got inf"),
