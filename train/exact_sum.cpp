@@ -1,37 +1,27 @@
 #include "ftcc/train/exact_sum.hpp"
 
 #include <cmath>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 #include <limits>
 
 #include "ftcc/base/error.hpp"
 
 namespace ftcc::train {
 
+int fixed_point_exponent(double bound) {
+  FTCC_CHECK_T(::ftcc::Error, std::isfinite(bound)) << "a fixed-point sum bounded by " << bound
+                                                    << " is not finite: lower the learning rate or check the data";
+  if (bound == 0.0) return 0;
+  int k = 0;
+  std::frexp(bound, &k);  // bound = f * 2^k with f in [0.5, 1): bound < 2^k, so bound * 2^(62-k) < 2^62
+  return 62 - k;
+}
+
 int exact_sum_exponent(float max_abs_value, std::int64_t n_total) {
   FTCC_INVARIANT(n_total > 0) << "exact sum over no contributions";
   FTCC_CHECK_T(::ftcc::Error, std::isfinite(max_abs_value)) << "gradient is not finite (max |g| = " << max_abs_value
                                            << "): lower the learning rate or check the data";
-  if (max_abs_value == 0.0f) return 0;
-  int k = 0;
-  // bound = f * 2^k with f in [0.5, 1), so bound < 2^k and n_total*max*2^(62-k) < 2^62.
-  std::frexp(static_cast<double>(max_abs_value) * static_cast<double>(n_total), &k);
-  return 62 - k;
+  return fixed_point_exponent(static_cast<double>(max_abs_value) * static_cast<double>(n_total));
 }
-
-namespace {
-// round-half-to-even of x to int64 (|x| < 2^63): llrint in the default FP mode, without the
-// library call on x86-64 (cvtsd2si rounds by MXCSR, whose default is the same mode).
-inline std::int64_t round_to_int64(double x) {
-#if defined(__x86_64__)
-  return _mm_cvtsd_si64(_mm_set_sd(x));
-#else
-  return std::llrint(x);
-#endif
-}
-}  // namespace
 
 // Scaling by 2^e is a multiplication by a power of two: exact here (no overflow: |x| < 2^63 is
 // checked; no underflow: |e| stays far below double's exponent range for float inputs), so it

@@ -21,16 +21,35 @@
 // it into INT64_MIN.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace ftcc::train {
 
 // Exponent e for a bucket whose largest |value| over all contributions is max_abs, summed over
 // n_total contributions. Returns 0 when max_abs == 0; throws when max_abs is not finite.
 int exact_sum_exponent(float max_abs, std::int64_t n_total);
+
+// The largest e with bound * 2^e < 2^62 (bound: the largest possible |sum|); 0 when bound == 0.
+// Throws ftcc::Error when bound is not finite.
+int fixed_point_exponent(double bound);
+
+// round half to even of x to int64 (|x| < 2^63): llrint in the default FP mode, without its
+// library call on x86-64 (cvtsd2si rounds by MXCSR, whose default is the same mode). Inline: it
+// runs once per element of the fixed-point loops.
+inline std::int64_t round_to_int64(double x) {
+#if defined(__x86_64__)
+  return _mm_cvtsd_si64(_mm_set_sd(x));
+#else
+  return std::llrint(x);
+#endif
+}
 
 // acc[i] += round(values[i] * 2^e)   (round half to even: llrint in the default FP mode); throws
 // when a scaled value is not finite or not below 2^63 in magnitude (e was not from its bucket).

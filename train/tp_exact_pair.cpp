@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/collectives.hpp"
@@ -16,15 +13,6 @@ namespace {
 
 namespace fc = ftcc::comm;
 using i64 = std::int64_t;
-
-// round half to even (the default FP mode), as exact_sum.cpp.
-inline i64 round_to_int64(double x) {
-#if defined(__x86_64__)
-  return _mm_cvtsd_si64(_mm_set_sd(x));
-#else
-  return std::llrint(x);
-#endif
-}
 
 // The activation and its derivative (from the activation's value), one element at a time: the
 // same bits wherever the element sits in a slice (Eigen's packet and scalar paths differ).
@@ -74,13 +62,7 @@ tensor::Tensor exact_product(fc::Communicator& c, std::span<const float> A, std:
 
 int exact_product_exponent(float max_a, float max_b, i64 n_terms) {
   FTCC_INVARIANT(n_terms > 0) << "exact product sum over no terms";
-  const double bound = static_cast<double>(max_a) * static_cast<double>(max_b) * static_cast<double>(n_terms);
-  FTCC_CHECK_T(::ftcc::Error, std::isfinite(bound)) << "tp --deterministic: a bound of " << bound
-                                                    << " is not finite: lower the learning rate or check the data";
-  if (bound == 0.0) return 0;
-  int k = 0;
-  std::frexp(bound, &k);  // bound < 2^k
-  return 62 - k;
+  return fixed_point_exponent(static_cast<double>(max_a) * static_cast<double>(max_b) * static_cast<double>(n_terms));
 }
 
 void accumulate_fixed_products(std::span<const float> A, std::span<const float> Bk, i64 R, i64 K, i64 N, int e,
