@@ -245,18 +245,30 @@ std::vector<std::string> CheckpointStore::remove_stale_temporaries() const {
   return removed;
 }
 
-std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<void(const std::string&)>& notes) const {
-  std::vector<fs::path> metas;
+namespace {
+
+using Notes = std::function<void(const std::string&)>;
+
+// One checkpoint record as read: its fields, the configuration it records (absent in records
+// written before it was), and whether it is of the older format (no record digest).
+struct ReadRecord {
+  CheckpointInfo info;
+  std::optional<TrainConfig> recorded;
+  bool old_format = false;
+};
+
+// The checkpoint records (ckpt-*.json) of `dir`, newest first; a .safetensors without its .json
+// (weights from elsewhere, or a copy that left it behind) is named in a note, rather than only
+// "no valid checkpoint".
+std::vector<fs::path> list_records(const std::string& dir, const Notes& notes) {
+  std::vector<fs::path> metas, weights;
   std::error_code ec;
-  std::vector<fs::path> weights;
-  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
     const auto name = e.path().filename().string();
     if (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".json") metas.push_back(e.path());
     if (e.path().extension() == ".safetensors") weights.push_back(e.path());
   }
-  if (ec) throw_io("cannot list checkpoint folder", dir_, ec.value());
-  // A .safetensors without its .json (weights from elsewhere, or a copy that left it behind):
-  // say which file is missing rather than only "no valid checkpoint".
+  if (ec) throw_io("cannot list checkpoint folder", dir, ec.value());
   for (const auto& w : weights) {
     fs::path meta = w;
     meta.replace_extension(".json");
@@ -266,88 +278,95 @@ std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<
             "cannot be resumed, see docs/training.md)");
   }
   std::sort(metas.rbegin(), metas.rend());
-  for (const auto& m : metas) {
-    auto skip = [&](const std::string& why) {
-      if (notes) notes("skipping checkpoint " + m.string() + ": " + why);
-    };
-    CheckpointInfo info;
-    std::optional<TrainConfig> recorded;  // absent in checkpoints written before it was recorded
-    bool old_format = false;              // ftcc-train-checkpoint-1: no record digest
-    try {
-      std::ifstream in(m);
-      const auto j = nlohmann::json::parse(in);
-      const std::string format = j.value("format", "");
-      if (format != kCheckpointFormat && format != kCheckpointFormatV1) {
-        skip("not an ftcc training checkpoint");
-        continue;
-      }
-      old_format = format == kCheckpointFormatV1;
-      // A record digest in a record of the old format: a new record whose format was edited.
-      if (old_format == j.contains("record_sha256")) {
-        skip(old_format ? "its record says format " + format + " but holds a record_sha256 (edited?)"
-                        : "its record has no record_sha256 (edited, or not written by ftcc-train)");
-        continue;
-      }
-      info.step = j.at("step").get<std::int64_t>();
-      info.epoch = j.at("epoch").get<std::int64_t>();
-      info.cursor_step = j.at("cursor_step").get<std::int64_t>();
-      info.samples_seen = j.at("samples_seen").get<std::int64_t>();
-      if (j.contains("samples_digest"))
-        info.samples_digest = data::parse_digest_hex(j.at("samples_digest").get<std::string>());
-      info.world_size = j.at("world_size").get<int>();
-      info.seed = j.at("seed").get<std::uint64_t>();
-      info.config_hash = j.at("config_hash").get<std::string>();
-      if (j.contains("config")) recorded = TrainConfig::from_json(j.at("config"));
-      // Only a plain file name inside this folder, a regular file (no symlink, device or FIFO:
-      // /dev/zero would be hashed forever), of bounded size, is read.
-      const auto file = j.at("file").get<std::string>();
-      if (file.empty() || file == "." || file == ".." || file.find('/') != std::string::npos ||
-          file.find('\0') != std::string::npos) {
-        skip("its 'file' field '" + file + "' is not a plain file name in the checkpoint folder");
-        continue;
-      }
-      info.path = (m.parent_path() / file).string();
-      std::error_code fec;
-      const auto st = fs::symlink_status(info.path, fec);
-      if (fec || !fs::exists(st)) {
-        skip("its data file " + info.path + " is missing");
-        continue;
-      }
-      if (!fs::is_regular_file(st)) {
-        skip("its data file " + info.path + " is not a regular file");
-        continue;
-      }
-      if (fs::file_size(info.path) > kMaxCheckpointBytes) {
-        skip("its data file " + info.path + " is larger than " + std::to_string(kMaxCheckpointBytes >> 30) + " GiB");
-        continue;
-      }
-      // Every field read above (and the data file's SHA-256 checked below) is covered: an edited
-      // or damaged record is not trusted, whatever field changed.
-      if (!old_format && record_digest(j) != j.at("record_sha256").get<std::string>()) {
-        skip("its record does not verify (record_sha256 mismatch): " + m.filename().string() +
-             " was edited or damaged");
-        continue;
-      }
-      if (file_sha256(info.path) != j.at("sha256").get<std::string>()) {
-        skip("checksum mismatch: " + info.path + " is corrupt or truncated");
-        continue;
-      }
-    } catch (const std::exception& e) {
-      skip(std::string("unreadable metadata (") + e.what() + ")");
-      continue;
+  return metas;
+}
+
+// The data file a record names, when it is a plain file name inside the folder and a regular file
+// (no symlink, device or FIFO: /dev/zero would be hashed forever) of bounded size; otherwise why not.
+std::string data_file_refusal(const fs::path& meta, const std::string& file, std::string& path) {
+  if (file.empty() || file == "." || file == ".." || file.find('/') != std::string::npos ||
+      file.find('\0') != std::string::npos)
+    return "its 'file' field '" + file + "' is not a plain file name in the checkpoint folder";
+  path = (meta.parent_path() / file).string();
+  std::error_code fec;
+  const auto st = fs::symlink_status(path, fec);
+  if (fec || !fs::exists(st)) return "its data file " + path + " is missing";
+  if (!fs::is_regular_file(st)) return "its data file " + path + " is not a regular file";
+  if (fs::file_size(path) > kMaxCheckpointBytes)
+    return "its data file " + path + " is larger than " + std::to_string(kMaxCheckpointBytes >> 30) + " GiB";
+  return "";
+}
+
+// Reads and verifies one record (format, record digest, data file, its SHA-256); returns what it
+// says, or nothing after calling skip(why).
+std::optional<ReadRecord> read_record(const fs::path& m, const Notes& skip) {
+  ReadRecord r;
+  try {
+    std::ifstream in(m);
+    const auto j = nlohmann::json::parse(in);
+    const std::string format = j.value("format", "");
+    if (format != kCheckpointFormat && format != kCheckpointFormatV1) {
+      skip("not an ftcc training checkpoint");
+      return std::nullopt;
     }
-    if (old_format && notes)
+    r.old_format = format == kCheckpointFormatV1;
+    // A record digest in a record of the old format: a new record whose format was edited.
+    if (r.old_format == j.contains("record_sha256")) {
+      skip(r.old_format ? "its record says format " + format + " but holds a record_sha256 (edited?)"
+                        : "its record has no record_sha256 (edited, or not written by ftcc-train)");
+      return std::nullopt;
+    }
+    CheckpointInfo& info = r.info;
+    info.step = j.at("step").get<std::int64_t>();
+    info.epoch = j.at("epoch").get<std::int64_t>();
+    info.cursor_step = j.at("cursor_step").get<std::int64_t>();
+    info.samples_seen = j.at("samples_seen").get<std::int64_t>();
+    if (j.contains("samples_digest")) info.samples_digest = data::parse_digest_hex(j.at("samples_digest").get<std::string>());
+    info.world_size = j.at("world_size").get<int>();
+    info.seed = j.at("seed").get<std::uint64_t>();
+    info.config_hash = j.at("config_hash").get<std::string>();
+    if (j.contains("config")) r.recorded = TrainConfig::from_json(j.at("config"));
+    if (const std::string why = data_file_refusal(m, j.at("file").get<std::string>(), info.path); !why.empty()) {
+      skip(why);
+      return std::nullopt;
+    }
+    // Every field read above (and the data file's SHA-256 checked below) is covered: an edited
+    // or damaged record is not trusted, whatever field changed.
+    if (!r.old_format && record_digest(j) != j.at("record_sha256").get<std::string>()) {
+      skip("its record does not verify (record_sha256 mismatch): " + m.filename().string() + " was edited or damaged");
+      return std::nullopt;
+    }
+    if (file_sha256(info.path) != j.at("sha256").get<std::string>()) {
+      skip("checksum mismatch: " + info.path + " is corrupt or truncated");
+      return std::nullopt;
+    }
+  } catch (const std::exception& e) {
+    skip(std::string("unreadable metadata (") + e.what() + ")");
+    return std::nullopt;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::optional<CheckpointInfo> CheckpointStore::newest_valid(const Notes& notes) const {
+  for (const auto& m : list_records(dir_, notes)) {
+    const auto r = read_record(m, [&](const std::string& why) {
+      if (notes) notes("skipping checkpoint " + m.string() + ": " + why);
+    });
+    if (!r) continue;
+    if (r->old_format && notes)
       notes("checkpoint " + m.string() + " is of the older format " + kCheckpointFormatV1 +
             " (no record digest): its tensors are verified, its step, data cursor and sample counts cannot be");
-    if (!run_) return info;
+    if (!run_) return r->info;
     // The newest valid checkpoint is the one to resume: if it is of another configuration, refuse
     // rather than fall back to an older one of this configuration (resuming from further back
     // than the user thinks).
     TrainConfig saved = *run_;  // what an old checkpoint does not record is taken as unchanged
-    if (recorded) {
-      saved = *recorded;
+    if (r->recorded) {
+      saved = *r->recorded;
     } else {
-      saved.seed = info.seed;
+      saved.seed = r->info.seed;
       if (notes)
         notes("checkpoint " + m.string() + " records no configuration (written by an older ftcc-train): only its seed "
               "and tensor shapes can be checked; the other fields that must match to resume (docs/training.md, "
@@ -356,7 +375,7 @@ std::optional<CheckpointInfo> CheckpointStore::newest_valid(const std::function<
     if (const std::string why = resume_refusal(saved, *run_); !why.empty())
       throw ftcc::InvalidArgument("the newest checkpoint (" + m.filename().string() +
                                   ") was written with a different configuration: " + why);
-    return info;
+    return r->info;
   }
   return std::nullopt;
 }
