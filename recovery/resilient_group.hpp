@@ -12,7 +12,7 @@
 //   }
 //   while (!g.all_finished()) {}                     // the survivors agree that all of them are done
 // (b) A step with state (model, optimizer, data cursor) that the recovery hooks restore: the
-//     trainers' loop (dp_trainer, the model-parallel driver), written once in
+//     training driver's loop (train/training_driver.hpp), written once in
 //     recovery/step_loop.hpp. After a recovery the loop redoes whatever step the state names.
 //   g.add_recovery_hook([&](ResilientGroup& g, const RecoveryEvent& ev) { /* re-sync on g.comm() */ });
 //   run_step_loop(g, {.done = [&] { return s.step >= n; }, .step = [&] { return s.step; },
@@ -243,7 +243,7 @@ class ResilientGroup {
   // ring allreduce completes on some ranks before others), and the ranks ahead will not run
   // this step again. Then it returns false without rerunning: the group finished this step
   // without this rank's last attempt, and the caller continues with step + 1 (taking the step's
-  // state from a peer in a recovery hook if it has any; train/dp_trainer.cpp does). Returns true
+  // state from a peer in a recovery hook if it has any; train/training_driver.cpp does). Returns true
   // when fn completed here. Exceptions other than FaultDetected propagate.
   template <class F>
   bool run(std::int64_t step, F&& fn) {

@@ -29,8 +29,7 @@
 #include "ftcc/recovery/fault_spec.hpp"
 #include "ftcc/recovery/resilient_group.hpp"
 #include "ftcc/recovery/run_job.hpp"
-#include "ftcc/train/dp_trainer.hpp"
-#include "ftcc/train/mp_driver.hpp"
+#include "ftcc/train/training_driver.hpp"
 #include "ftcc/train/train_config.hpp"
 
 namespace {
@@ -344,13 +343,7 @@ int main(int argc, char** argv) {
   go.respawns = cfg.respawns;
   // Exit statuses (recovery/job_outcome.hpp): 0 finished, 2 configuration error, 3 quorum lost,
   // 4 job-level error (agreed by every survivor, one line), 1 a rank that left on a deadline.
-  return ftcc::recovery::run_job(MPI_COMM_WORLD, go, [&](ftcc::recovery::ResilientGroup& group) {
-    switch (cfg.parallel) {
-      case ftcc::train::Parallel::pp:
-      case ftcc::train::Parallel::dp_pp: ftcc::train::train_pipeline_parallel(cfg, group); break;
-      case ftcc::train::Parallel::tp:
-      case ftcc::train::Parallel::dp_tp: ftcc::train::train_tensor_parallel(cfg, group); break;
-      case ftcc::train::Parallel::dp: ftcc::train::train_data_parallel(cfg, group); break;
-    }
-  }, {.name = "ftcc-train"});
+  return ftcc::recovery::run_job(MPI_COMM_WORLD, go,
+                                 [&](ftcc::recovery::ResilientGroup& group) { ftcc::train::run_training(cfg, group); },
+                                 {.name = "ftcc-train"});
 }

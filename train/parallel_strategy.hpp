@@ -1,15 +1,18 @@
-// train/mp_strategy.hpp: what a model-parallel scheme tells the driver (train/mp_driver.hpp).
+// train/parallel_strategy.hpp: what a parallel scheme tells the training driver
+// (train/training_driver.hpp): dp (train/dp_strategy.hpp), pp (train/pp_strategy.hpp), tp
+// (train/tp_strategy.hpp), and the hybrids dp,pp and dp,tp (replicas of pp or tp).
 //
 // The driver owns the loop, the data, the progress, the replicas, recovery, checkpoints, the grid
-// of model replicas (train/parallel_grid.hpp) and the summary; a strategy owns this rank's part of
-// one model replica and says how it is cut, trained and moved. Here n and r are the ranks of one
-// replica and this rank's position in it (the whole job for pp and tp; --pp-size / --tp-size
-// ranks for dp,pp and dp,tp). The model is cut into units (train/replica_store.hpp:
-// UnitKey{index, of}); a split over n ranks gives rank r the units units_of(n, r). Parts of the
-// contract:
+// of model replicas (train/parallel_grid.hpp), the replicas' gradient sum and the summary; a
+// strategy owns this rank's part of one model replica and says how it is cut, trained and moved.
+// Here n and r are the ranks of one replica and this rank's position in it (1 and 0 for dp, whose
+// replica is one rank; the whole job for pp and tp; --pp-size / --tp-size ranks for dp,pp and
+// dp,tp). The model is cut into units (train/replica_store.hpp: UnitKey{index, of}); a split over
+// n ranks gives rank r the units units_of(n, r). Parts of the contract:
 //  - build(n, r): this rank's part for the split (n, r), initialised as nn::mlp(widths, seed)
 //    initialises the whole model, so the parts of a fresh run together are the single-process model.
-//  - pack/unpack/unit_bytes: only for units this rank owns (units_of(n, r) of its last build).
+//  - pack/unpack/unit_bytes: only for units this rank owns (units_of(n, r) of its last build). The
+//    live units are a copy at the rank's committed step (the driver's restore counts them).
 //  - The full model (FullModel, train/run_common.hpp: what checkpoints hold) is read and written
 //    unit by unit with full_unit_bytes/unit_to_full/unit_from_full, for any unit of any split.
 //  - restore_units(of, n, r): which units of a split into `of` rank r of the new split (n, r) needs
@@ -19,8 +22,8 @@
 //    replicas' gradients sum to the global batch's); point-to-point buffers go to `pins`
 //    (train/pinned_buffers.hpp). The returned loss and tally are this rank's shares: summed over
 //    all ranks they are the step's loss and the rows fed once. The driver then sums the gradients
-//    of params() over the replicas (dp,pp --deterministic: the exact sum of StepShare::parts), and
-//    apply() takes the optimizer step (after the driver's commit checks).
+//    of params() over the replicas (--deterministic with several micro-batches: the exact sum of
+//    StepShare::parts), and apply() takes the optimizer step (after the driver's commit checks).
 // Errors: validate() throws ftcc::InvalidArgument naming the flag; anything else ftcc::Error.
 // Communication errors (comm::FaultDetected) pass through to the driver, which recovers.
 #pragma once
@@ -42,6 +45,7 @@
 namespace ftcc::train {
 
 class GradientReducer;
+class StepBreakdown;
 
 // One step's work for one replica (train/parallel_grid.hpp: ParallelGrid::micro_batches_of).
 struct StepWork {
@@ -49,10 +53,14 @@ struct StepWork {
   std::vector<std::int64_t> cuts;  // a pipeline's micro-batches: rows [cuts[j], cuts[j+1]) of ids
   std::int64_t global_rows = 0;    // the global batch's rows: the loss's denominator
   std::int64_t epoch = 0;
-  // dp,pp --deterministic: after each micro-batch's backward on this rank, the strategy
-  // appends parts_of->snapshot() (the gradients in the reducer's arena: that micro-batch's alone)
-  // to StepShare::parts and zeroes the gradients. Null otherwise.
+  // The exact sum over replicas (dp, dp,pp and dp,tp under --deterministic): after each
+  // micro-batch's backward on this rank, the strategy appends parts_of->snapshot() (the gradients
+  // in the reducer's arena: that micro-batch's alone) to StepShare::parts and zeroes the
+  // gradients. Null otherwise.
   GradientReducer* parts_of = nullptr;
+  // The step's phases (data, forward, backward), for a strategy that tells them apart (dp); the
+  // driver counts a step without them as compute.
+  StepBreakdown* timer = nullptr;
 };
 
 // One step's result on this rank (its shares, see above).
@@ -61,13 +69,14 @@ struct StepShare {
   bool gradients_finite = true;
   data::SampleTally fed;
   std::vector<std::vector<float>> parts;  // per micro-batch gradients (StepWork::parts_of)
+  bool timed = false;                     // the strategy marked its phases on StepWork::timer
 };
 
-class ModelParallelStrategy {
+class ParallelStrategy {
  public:
-  virtual ~ModelParallelStrategy() = default;
+  virtual ~ParallelStrategy() = default;
 
-  // "pp", "tp": the log's prefix and the flags' --parallel value.
+  // "dp", "pp", "tp": the log's prefix and the flags' --parallel value.
   virtual const char* name() const = 0;
   // How the log names a list of units ("layers", "shard(s)") and what a re-split does to them
   // ("layers re-partitioned", "shards re-split").
@@ -100,6 +109,12 @@ class ModelParallelStrategy {
   // This rank's parameters (their gradients are valid after step()).
   virtual const nn::NamedTensors& params() const = 0;
   virtual void apply() = 0;
+  // The whole model, when this rank holds it (dp): every rank then evaluates its share of the data
+  // at the end. Null otherwise (the driver gathers the units on rank 0).
+  virtual nn::Module* whole_model() { return nullptr; }
+  // Whether step() runs one backward over its rows (dp without --deterministic): the driver then
+  // overlaps the replicas' gradient sum with it (GradientReducer::begin_overlap).
+  virtual bool one_backward() const { return false; }
 };
 
 }  // namespace ftcc::train

@@ -17,7 +17,107 @@ namespace fc = ftcc::comm;
 
 constexpr int kForwardTag = 1, kBackwardTag = 2;
 
-class PipelineStrategy final : public ModelParallelStrategy {
+// One step of one stage: its micro-batches' forwards and backwards (in the order the schedule
+// calls them), the activations it holds between them and the sends in flight. A forward's send to
+// the next stage is complete once that stage's gradient for the micro-batch is back (it received
+// the activations before it computed the gradient), so backward(k) waits for it and lets go; the
+// backwards' sends let go as soon as a test finds them done. Every buffer stays pinned until then.
+struct StageStep {
+  struct InFlight {
+    fc::P2PRequest req;
+    tensor::Tensor buf;
+  };
+  const TrainConfig& cfg;
+  PipelineStage& stage;
+  fc::Communicator& c;
+  const StepWork& work;
+  Pins& pins;
+  const int me = c.rank();
+  const bool first = me == 0, last = me == c.size() - 1;
+  data::Batch b;  // this replica's rows (the first and last stages)
+  std::vector<tensor::Tensor> ins = std::vector<tensor::Tensor>(static_cast<size_t>(micro_batches()));
+  std::vector<tensor::Tensor> outs = std::vector<tensor::Tensor>(static_cast<size_t>(micro_batches()));
+  std::vector<InFlight> fwd_sends = std::vector<InFlight>(static_cast<size_t>(micro_batches()));
+  std::vector<InFlight> bwd_sends;
+  StepShare share;
+
+  StageStep(const TrainConfig& cfg_, PipelineStage& stage_, fc::Communicator& c_, const StepWork& work_, Pins& pins_)
+      : cfg(cfg_), stage(stage_), c(c_), work(work_), pins(pins_) {}
+
+  std::int64_t micro_batches() const { return static_cast<std::int64_t>(work.cuts.size()) - 1; }
+
+  InFlight send(const tensor::Tensor& t, int peer, int tag) {
+    return InFlight{c.isend(pins.keep(t).data(), static_cast<size_t>(t.numel()), fc::DType::f32, peer, tag), t};
+  }
+  void done(InFlight& f) {
+    pins.release(f.buf);
+    f.buf = tensor::Tensor();
+  }
+  void reap() {
+    std::erase_if(bwd_sends, [&](InFlight& f) {
+      if (!f.req.test()) return false;
+      done(f);
+      return true;
+    });
+  }
+
+  void forward(std::int64_t k) {
+    reap();
+    const std::int64_t s = work.cuts[static_cast<size_t>(k)], e = work.cuts[static_cast<size_t>(k) + 1];
+    tensor::Tensor in;
+    if (first) {
+      in = b.x.rows(s, e);
+      share.fed.add(work.epoch, std::span<const std::int64_t>(work.ids).subspan(static_cast<std::size_t>(s),
+                                                                                static_cast<std::size_t>(e - s)));
+    } else {
+      in = pins.keep(tensor::Tensor::empty({e - s, stage.in_width()}));
+      c.recv(in.data(), static_cast<size_t>(in.numel()), fc::DType::f32, me - 1, kForwardTag);
+      pins.release(in);  // received: no operation writes to it any more
+      in.requires_grad_(true);
+    }
+    tensor::Tensor out = stage.forward(in);
+    if (last) {
+      out = batch_loss(cfg.loss_in_use(), out, b.y.rows(s, e), work.global_rows);
+      share.loss += out.item();
+    } else {  // the bytes only: pinning `out` itself would keep its graph (the activations) alive
+      fwd_sends[static_cast<size_t>(k)] = send(out.detach(), me + 1, kForwardTag);
+    }
+    ins[static_cast<size_t>(k)] = in;
+    outs[static_cast<size_t>(k)] = out;
+  }
+
+  void backward(std::int64_t k) {
+    reap();
+    tensor::Tensor& out = outs[static_cast<size_t>(k)];
+    if (last) {
+      out.backward();
+    } else {
+      tensor::Tensor grad = pins.keep(tensor::Tensor::empty(out.shape()));
+      c.recv(grad.data(), static_cast<size_t>(grad.numel()), fc::DType::f32, me + 1, kBackwardTag);
+      pins.release(grad);
+      InFlight& f = fwd_sends[static_cast<size_t>(k)];
+      f.req.wait();
+      done(f);
+      tensor::run_backward(out, grad);
+    }
+    if (!first) bwd_sends.push_back(send(ins[static_cast<size_t>(k)].grad(), me - 1, kBackwardTag));
+    out = tensor::Tensor();
+    ins[static_cast<size_t>(k)] = tensor::Tensor();
+    if (work.parts_of != nullptr) {  // this micro-batch's gradients alone (zeroed before the step)
+      share.parts.push_back(work.parts_of->snapshot());
+      stage.optimizer().zero_grad();
+    }
+  }
+
+  void finish_sends() {
+    for (auto& f : bwd_sends) {
+      f.req.wait();
+      done(f);
+    }
+  }
+};
+
+class PipelineStrategy final : public ParallelStrategy {
  public:
   PipelineStrategy(const TrainConfig& cfg, const std::vector<std::int64_t>& widths, const TrainingData& td)
       : cfg_(cfg), widths_(widths), td_(td), L_(static_cast<int>(widths.size()) - 1), costs_(layer_costs(widths)) {}
@@ -75,112 +175,33 @@ class PipelineStrategy final : public ModelParallelStrategy {
   // at most n-s micro-batches. The backwards run in micro-batch order in both, so each
   // parameter's gradient is summed in the same order: the same bits. In dp,pp under
   // --deterministic each micro-batch's gradient is kept apart instead (work.parts_of), for the
-  // driver's exact sum over the replicas. Sends are nonblocking (a forward and a backward may cross between neighbours)
-  // and complete before the step returns.
+  // driver's exact sum over the replicas. Sends are nonblocking (a forward and a backward may
+  // cross between neighbours) and complete before the step returns.
   StepShare step(fc::Communicator& c, const StepWork& work, Pins& pins) override {
-    const int me = c.rank(), n = c.size();
-    const bool first = me == 0, last = me == n - 1;
-    FTCC_INVARIANT(stage_->first() == units_of(n, me).front().index) << "pp: stage built for another partition";
-    const std::vector<std::int64_t>& ids = work.ids;
-    const std::vector<std::int64_t>& cuts = work.cuts;
-    FTCC_INVARIANT(!cuts.empty() && cuts.front() == 0 && cuts.back() == static_cast<std::int64_t>(ids.size()))
-        << "pp: micro-batch cuts do not cover the replica's " << ids.size() << " rows";
-    const std::int64_t global_rows = work.global_rows, epoch = work.epoch;
-    data::Batch b;
-    if ((first || last) && !ids.empty()) b = td_.train.gather(ids);
-    const auto M = static_cast<std::int64_t>(cuts.size()) - 1;
-    std::vector<tensor::Tensor> ins(static_cast<size_t>(M)), outs(static_cast<size_t>(M));
-    // Sends in flight and the buffers they read. A forward's send to the next stage is complete
-    // once that stage's gradient for the micro-batch is back (it received the activations
-    // before it computed the gradient), so backward(k) waits for it and lets go; the backwards'
-    // sends let go as soon as a test finds them done. Every buffer stays pinned until then.
-    struct InFlight {
-      fc::P2PRequest req;
-      tensor::Tensor buf;
-    };
-    std::vector<InFlight> fwd_sends(static_cast<size_t>(M));
-    std::vector<InFlight> bwd_sends;
-    const auto send = [&](const tensor::Tensor& t, int peer, int tag) {
-      return InFlight{c.isend(pins.keep(t).data(), static_cast<size_t>(t.numel()), fc::DType::f32, peer, tag), t};
-    };
-    const auto done = [&](InFlight& f) {
-      pins.release(f.buf);
-      f.buf = tensor::Tensor();
-    };
-    const auto reap = [&] {
-      std::erase_if(bwd_sends, [&](InFlight& f) {
-        if (!f.req.test()) return false;
-        done(f);
-        return true;
-      });
-    };
-    StepShare share;
+    FTCC_INVARIANT(stage_->first() == units_of(c.size(), c.rank()).front().index) << "pp: stage built for another partition";
+    FTCC_INVARIANT(!work.cuts.empty() && work.cuts.front() == 0 &&
+                   work.cuts.back() == static_cast<std::int64_t>(work.ids.size()))
+        << "pp: micro-batch cuts do not cover the replica's " << work.ids.size() << " rows";
+    StageStep run(cfg_, *stage_, c, work, pins);
+    if ((run.first || run.last) && !work.ids.empty()) run.b = td_.train.gather(work.ids);
     stage_->optimizer().zero_grad();
-    const auto forward = [&](std::int64_t k) {
-      reap();
-      const std::int64_t s = cuts[static_cast<size_t>(k)], e = cuts[static_cast<size_t>(k) + 1];
-      tensor::Tensor in;
-      if (first) {
-        in = b.x.rows(s, e);
-        share.fed.add(epoch, std::span<const std::int64_t>(ids).subspan(static_cast<std::size_t>(s),
-                                                                        static_cast<std::size_t>(e - s)));
-      } else {
-        in = pins.keep(tensor::Tensor::empty({e - s, stage_->in_width()}));
-        c.recv(in.data(), static_cast<size_t>(in.numel()), fc::DType::f32, me - 1, kForwardTag);
-        pins.release(in);  // received: no operation writes to it any more
-        in.requires_grad_(true);
-      }
-      tensor::Tensor out = stage_->forward(in);
-      if (last) {
-        out = batch_loss(cfg_.loss_in_use(), out, b.y.rows(s, e), global_rows);
-        share.loss += out.item();
-      } else {  // the bytes only: pinning `out` itself would keep its graph (the activations) alive
-        fwd_sends[static_cast<size_t>(k)] = send(out.detach(), me + 1, kForwardTag);
-      }
-      ins[static_cast<size_t>(k)] = in;
-      outs[static_cast<size_t>(k)] = out;
-    };
-    const auto backward = [&](std::int64_t k) {
-      reap();
-      tensor::Tensor& out = outs[static_cast<size_t>(k)];
-      if (last) {
-        out.backward();
-      } else {
-        tensor::Tensor grad = pins.keep(tensor::Tensor::empty(out.shape()));
-        c.recv(grad.data(), static_cast<size_t>(grad.numel()), fc::DType::f32, me + 1, kBackwardTag);
-        pins.release(grad);
-        InFlight& f = fwd_sends[static_cast<size_t>(k)];
-        f.req.wait();
-        done(f);
-        tensor::run_backward(out, grad);
-      }
-      if (!first) bwd_sends.push_back(send(ins[static_cast<size_t>(k)].grad(), me - 1, kBackwardTag));
-      out = tensor::Tensor();
-      ins[static_cast<size_t>(k)] = tensor::Tensor();
-      if (work.parts_of != nullptr) {  // this micro-batch's gradients alone (zeroed before the step)
-        share.parts.push_back(work.parts_of->snapshot());
-        stage_->optimizer().zero_grad();
-      }
-    };
+    const std::int64_t M = run.micro_batches();
     if (cfg_.schedule == Schedule::gpipe) {
-      for (std::int64_t k = 0; k < M; ++k) forward(k);
-      for (std::int64_t k = 0; k < M; ++k) backward(k);
+      for (std::int64_t k = 0; k < M; ++k) run.forward(k);
+      for (std::int64_t k = 0; k < M; ++k) run.backward(k);
     } else {
-      const std::int64_t warmup = std::min<std::int64_t>(n - 1 - me, M);
-      for (std::int64_t k = 0; k < warmup; ++k) forward(k);
+      const std::int64_t warmup = std::min<std::int64_t>(c.size() - 1 - c.rank(), M);
+      for (std::int64_t k = 0; k < warmup; ++k) run.forward(k);
       for (std::int64_t k = 0; k + warmup < M; ++k) {
-        forward(k + warmup);
-        backward(k);
+        run.forward(k + warmup);
+        run.backward(k);
       }
-      for (std::int64_t k = M - warmup; k < M; ++k) backward(k);
+      for (std::int64_t k = M - warmup; k < M; ++k) run.backward(k);
     }
-    for (auto& f : bwd_sends) {
-      f.req.wait();
-      done(f);
-    }
+    run.finish_sends();
     // With work.parts_of the gradients are zero here; the driver's exact sum checks the parts.
-    share.gradients_finite = all_finite(nn::gradients_of(stage_->params()));
-    return share;
+    run.share.gradients_finite = all_finite(nn::gradients_of(stage_->params()));
+    return std::move(run.share);
   }
   const nn::NamedTensors& params() const override { return stage_->params(); }
   void apply() override { stage_->optimizer().step(); }
@@ -200,7 +221,7 @@ class PipelineStrategy final : public ModelParallelStrategy {
 
 }  // namespace
 
-std::unique_ptr<ModelParallelStrategy> make_pipeline_strategy(const TrainConfig& cfg,
+std::unique_ptr<ParallelStrategy> make_pipeline_strategy(const TrainConfig& cfg,
     const std::vector<std::int64_t>& widths, const TrainingData& data) {
   return std::make_unique<PipelineStrategy>(cfg, widths, data);
 }

@@ -1,5 +1,5 @@
 // train/pp_strategy.hpp: pipeline-parallel training (--parallel pp) as a strategy of the
-// model-parallel driver (train/mp_driver.hpp: loop, replicas, recovery, checkpoints).
+// training driver (train/training_driver.hpp: loop, replicas, recovery, checkpoints).
 //
 // Model: the MLP of --layers, cut into contiguous stages balanced by parameter count
 // (train/partition.hpp; layer = Linear + its activation), one stage per rank, rank order = stage
@@ -15,12 +15,12 @@
 
 #include <memory>
 
-#include "ftcc/train/mp_strategy.hpp"
+#include "ftcc/train/parallel_strategy.hpp"
 
 namespace ftcc::train {
 
-// The strategy of --parallel pp, for train_model_parallel (train/mp_driver.hpp).
-std::unique_ptr<ModelParallelStrategy> make_pipeline_strategy(const TrainConfig& cfg,
+// The strategy of --parallel pp, for train_with_strategy (train/training_driver.hpp).
+std::unique_ptr<ParallelStrategy> make_pipeline_strategy(const TrainConfig& cfg,
     const std::vector<std::int64_t>& widths, const TrainingData& data);
 
 }  // namespace ftcc::train

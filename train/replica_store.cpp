@@ -20,6 +20,11 @@ const std::shared_ptr<Bytes>& ReplicaStore::get(std::int64_t step, UnitKey key) 
   return s->second.at(key);
 }
 
+bool ReplicaStore::has(std::int64_t step, UnitKey key) const {
+  const auto at = m_.find(step);
+  return at != m_.end() && at->second.contains(key);
+}
+
 void ReplicaStore::keep_newest(int steps) {
   while (static_cast<int>(m_.size()) > steps) m_.erase(m_.begin());
 }

@@ -1,7 +1,7 @@
 // train/replica_store.hpp: the in-memory copies of training state a model-parallel rank holds,
 // and the plan that rebuilds the model from the survivors' copies after a failure.
 //
-// A unit is one piece of the model's state as the strategy cuts it (train/mp_strategy.hpp): unit
+// A unit is one piece of the model's state as the strategy cuts it (train/parallel_strategy.hpp): unit
 // `index` of a model cut into `of` units (pp: layer i of the L layers; tp: shard k of a split over
 // `of` ranks). A rank stores, per committed step, the packed bytes of its own units and of the units
 // its ring predecessors sent it (buddy replicas). Every entry is a genuine state of that unit after
@@ -36,6 +36,7 @@ class ReplicaStore {
   void put(std::int64_t step, UnitKey key, Bytes bytes);
   // The bytes of (step, key); throws ftcc::Error when absent (a planner bug).
   const std::shared_ptr<Bytes>& get(std::int64_t step, UnitKey key) const;
+  bool has(std::int64_t step, UnitKey key) const;
   // Keeps the entries of the `steps` newest steps.
   void keep_newest(int steps);
   void drop_after(std::int64_t step);

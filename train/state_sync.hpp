@@ -1,7 +1,8 @@
 // train/state_sync.hpp: bringing every rank of a group to one training state: what a
 // data-parallel recovery hook does (every survivor takes the state of the most advanced one, and a
 // hot spare or respawned process that joined gets it too), and what a start from a file read on one
-// rank does. ftcc-train's data-parallel trainer uses exactly these two calls.
+// rank does, for a training loop of one's own (docs/training.md has one). ftcc-train's driver moves
+// state with its restore plan instead (train/training_driver.hpp), one path for every mode.
 //
 //   newest_holder(ev)   in a recovery hook: the rank (of the new group) to copy from, the lowest
 //                       one whose last committed step is the newest (ev.committed_max) and that did

@@ -17,7 +17,7 @@ namespace {
 
 namespace fc = ftcc::comm;
 
-class TensorStrategy final : public ModelParallelStrategy {
+class TensorStrategy final : public ParallelStrategy {
  public:
   TensorStrategy(const TrainConfig& cfg, const std::vector<std::int64_t>& widths, const TrainingData& td)
       : cfg_(cfg), widths_(widths), td_(td), L_(static_cast<int>(widths.size()) - 1) {}
@@ -225,7 +225,7 @@ class TensorStrategy final : public ModelParallelStrategy {
 
 }  // namespace
 
-std::unique_ptr<ModelParallelStrategy> make_tensor_strategy(const TrainConfig& cfg,
+std::unique_ptr<ParallelStrategy> make_tensor_strategy(const TrainConfig& cfg,
     const std::vector<std::int64_t>& widths, const TrainingData& data) {
   return std::make_unique<TensorStrategy>(cfg, widths, data);
 }

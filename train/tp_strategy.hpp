@@ -1,5 +1,5 @@
 // train/tp_strategy.hpp: tensor-parallel training (--parallel tp) as a strategy of the
-// model-parallel driver (train/mp_driver.hpp: loop, replicas, recovery, checkpoints).
+// training driver (train/training_driver.hpp: loop, replicas, recovery, checkpoints).
 //
 // Model: the MLP of --layers, its Linear layers in Megatron pairs (train/tp_shard.hpp): the first
 // of a pair column-parallel, the second row-parallel, an odd last layer replicated. Every rank
@@ -12,12 +12,12 @@
 
 #include <memory>
 
-#include "ftcc/train/mp_strategy.hpp"
+#include "ftcc/train/parallel_strategy.hpp"
 
 namespace ftcc::train {
 
-// The strategy of --parallel tp, for train_model_parallel (train/mp_driver.hpp).
-std::unique_ptr<ModelParallelStrategy> make_tensor_strategy(const TrainConfig& cfg,
+// The strategy of --parallel tp, for train_with_strategy (train/training_driver.hpp).
+std::unique_ptr<ParallelStrategy> make_tensor_strategy(const TrainConfig& cfg,
     const std::vector<std::int64_t>& widths, const TrainingData& data);
 
 }  // namespace ftcc::train

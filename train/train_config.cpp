@@ -158,7 +158,7 @@ void TrainConfig::validate() const {
   FTCC_REQUIRE(schedule == Schedule::gpipe || pipeline())
       << "--schedule 1f1b is a pipeline schedule: for --parallel pp or dp,pp, not " << choice_name(parallel);
   FTCC_REQUIRE(replicas >= 0 && replicate_every > 0) << "--replicas >= 0 and --replicate-every > 0";
-  // What the model-parallel driver does not support, refused here, before any rank forms its group
+  // What the model-parallel strategies do not support, refused here, before any rank forms its group
   // (refused inside the driver, a rank still finishing the group's start-up saw the others' revoke
   // as a failure, and a hot spare's leaving crashed Open MPI under MPI_Comm_split).
   if (parallel != Parallel::dp) {
@@ -166,7 +166,7 @@ void TrainConfig::validate() const {
     FTCC_REQUIRE(device == Device::CPU) << "--parallel " << mode << ": only --device cpu is supported in this version";
     // --deterministic is accepted in every mode: each of the global batch's --micro-batches is
     // computed whole on one replica, gradients are summed in micro-batch order (pp) or exactly
-    // over the replicas (dp,pp, dp,tp; train/mp_driver.cpp), and tp sums over the hidden features
+    // over the replicas (dp,pp, dp,tp; train/training_driver.cpp), and tp sums over the hidden features
     // exactly (train/tp_exact_pair.hpp).
     FTCC_REQUIRE(on_failure == OnFailure::keep_global_batch) << "--parallel " << mode << ": only --on-failure keep-global-batch";
   }

@@ -148,10 +148,13 @@ struct TrainConfig {
   // pp or dp,pp: the model is cut into pipeline stages; tp or dp,tp: into tensor-parallel shards.
   bool pipeline() const { return parallel == Parallel::pp || parallel == Parallel::dp_pp; }
   bool tensor_parallel() const { return parallel == Parallel::tp || parallel == Parallel::dp_tp; }
-  // The ranks one model replica is cut over on `ranks` ranks: --pp-size / --tp-size for the hybrid
-  // modes, all of them for pp and tp.
+  // The ranks one model replica is cut over on `ranks` ranks: one for dp, --pp-size / --tp-size
+  // for the hybrid modes, all of them for pp and tp.
   int model_size(int ranks) const {
-    return parallel == Parallel::dp_pp ? pp_size : parallel == Parallel::dp_tp ? tp_size : ranks;
+    return parallel == Parallel::dp      ? 1
+           : parallel == Parallel::dp_pp ? pp_size
+           : parallel == Parallel::dp_tp ? tp_size
+                                         : ranks;
   }
   // The settings that must agree across ranks, in a stable text form.
   std::string canonical() const;

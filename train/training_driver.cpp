@@ -1,4 +1,4 @@
-#include "ftcc/train/mp_driver.hpp"
+#include "ftcc/train/training_driver.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ftcc/base/error.hpp"
+#include "ftcc_config.hpp"
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/errors.hpp"
 #include "ftcc/comm/subgroup_transport.hpp"
@@ -14,12 +15,15 @@
 #include "ftcc/recovery/step_loop.hpp"
 #include "ftcc/tensor/host_buffers.hpp"
 #include "ftcc/tensor/storage.hpp"
+#include "ftcc/tensor/cuda/backend.hpp"
 #include "ftcc/train/checkpoint_store.hpp"
+#include "ftcc/train/dp_strategy.hpp"
 #include "ftcc/train/gradient_reducer.hpp"
 #include "ftcc/train/parallel_grid.hpp"
 #include "ftcc/train/pp_strategy.hpp"
 #include "ftcc/train/progress_reporter.hpp"
 #include "ftcc/train/run_log.hpp"
+#include "ftcc/train/state_hash.hpp"
 #include "ftcc/train/step_breakdown.hpp"
 #include "ftcc/train/tp_strategy.hpp"
 
@@ -52,26 +56,11 @@ class Driver {
         }()),
         widths_(model_widths(cfg.layers, td_, cfg.dataset)),
         s_(make(cfg, widths_, td_)),
-        sampler_({.num_samples = td_.train.size(), .global_batch = cfg.batch, .seed = cfg.seed,
-                  .micro_batch = std::min(cfg.micro_batch, cfg.batch)}),
-        log_(cfg, g, sampler_.steps_per_epoch()),
+        global_batch_(cfg.batch),
+        sampler_(make_sampler(cfg.batch)),
+        log_(cfg, g, sampler_->steps_per_epoch()),
         model_size_(cfg.model_size(g.is_spare() ? g.initial_size() : g.size())) {
-    const int n = g.is_spare() ? g.initial_size() : g.size();
-    if (cfg.parallel == Parallel::dp_pp || cfg.parallel == Parallel::dp_tp) {
-      const char* flag = cfg.parallel == Parallel::dp_pp ? "--pp-size " : "--tp-size ";
-      FTCC_REQUIRE(model_size_ <= n && n % model_size_ == 0)
-          << "--parallel " << choice_name(cfg.parallel) << " on " << n << " ranks: " << flag << model_size_
-          << " does not divide them (the ranks are replicas x " << flag << "ranks)";
-      FTCC_REQUIRE(n / model_size_ <= cfg.batch) << "--parallel " << choice_name(cfg.parallel) << ": " << n / model_size_
-                                                 << " replicas need a --batch of at least as many rows, got " << cfg.batch;
-      // Each replica needs at least one of the micro-batches it shares with the others.
-      FTCC_REQUIRE(!cfg.deterministic || n / model_size_ <= std::min<std::int64_t>(cfg.micro_batches, cfg.batch))
-          << "--parallel " << choice_name(cfg.parallel) << " --deterministic: the global batch's --micro-batches ("
-          << cfg.micro_batches
-          << ") are dealt out whole to the " << n / model_size_
-          << " replicas (the same micro-batches on any grid), so each needs one: use --micro-batches "
-          << n / model_size_ << " or more";
-    }
+    check_grid_flags(g.is_spare() ? g.initial_size() : g.size());
     s_->validate(model_size_, /*at_start=*/true);
     require_batch_fits(cfg, td_.train.size());
     if (!cfg.checkpoint_dir.empty()) ckpt_ = std::make_unique<CheckpointStore>(cfg.checkpoint_dir, cfg, widths_);
@@ -84,45 +73,32 @@ class Driver {
     ProgressReporter report(cfg_, g_, log_);
     g_.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) { recover(grp, ev); });
     // A hot spare waits; once it takes a lost rank's place, the hook above has rebuilt its part
-    // from the buddy replicas like any survivor's (its replica store is empty: it holds no copy).
+    // from the survivors' copies like any survivor's (its replica store is empty: it holds no copy).
     if (g_.is_spare() && !g_.wait_as_spare()) return TrainSummary{};
     double last_loss = 0;
-    FinalMetrics final;
-    std::int64_t peak = 0;
-    double evaluation_s = 0;
-    const double setup_s = std::chrono::duration<double>(Clock::now() - t_start_).count();
+    Figures fig;
+    fig.setup_s = std::chrono::duration<double>(Clock::now() - t_start_).count();
     tensor::reset_peak_cpu_tensor_memory();  // the steps' peak: data, model, optimizer, activations
     recovery::run_step_loop(g_, {
         .done = [&] { return done(); },
         .step = [&] { return p_.step; },
         .body = [&] { last_loss = train_step(g_.comm(), report); },
         .after_step = [&] { report.step_done(p_.step, p_.cursor.epoch, last_loss, p_.samples_seen); },
-        // The units to rank 0 for the final figures; a failure here is recovered like any other
-        // (and the steps after the restored copy are then redone).
-        .finish =
-            [&] {
-              fc::Communicator& c = g_.comm();
-              auto& most = *pins_.keep(std::make_shared<std::int64_t>(tensor::cpu_tensor_memory().peak));
-              fc::allreduce(c, fc::kInPlace, &most, 1, fc::DType::i64, fc::ReduceOp::max);
-              peak = most;
-              const auto t_eval = Clock::now();
-              gather_full(c);
-              final = final_metrics(c, c.rank() == 0 ? full_.model.get() : nullptr, td_.train, td_.test,
-                                    td_.classification, cfg_.loss_in_use());
-              evaluation_s = std::chrono::duration<double>(Clock::now() - t_eval).count();
-            },
+        // A failure here is recovered like any other (and the steps after the restored copy redone).
+        .finish = [&] { final_figures(g_.comm(), fig); },
         .recovered = [&](const recovery::RecoveryEvent& ev) { report.recovered(ev); }});
-    TrainSummary sum = TrainSummary::of_run(cfg_.loss_in_use(), final.train_loss, last_loss, td_.classification, final.eval, p_.step,
-                                            p_.cursor.epoch, g_.initial_size(), g_, p_.tally(),
-                                            sampler_.expected_tally(p_.cursor), to_hex(final.digest), t_start_);
+    TrainSummary sum = TrainSummary::of_run(cfg_.loss_in_use(), fig.metrics.train_loss, last_loss, td_.classification,
+                                            fig.metrics.eval, p_.step, p_.cursor.epoch, g_.initial_size(), g_,
+                                            p_.tally(), sampler_->expected_tally(p_.cursor),
+                                            to_hex(fig.metrics.digest), t_start_);
     sum.step_samples_per_s = report.steady_samples_per_s();
-    sum.grid = grid_.describe();
-    sum.peak_tensor_bytes = peak;
+    sum.grid = describe_grid();
+    sum.peak_tensor_bytes = fig.peak;
     sum.step_ms = timer_.to_json();
-    // Where the whole run's time went (rank 0's clock), as dp reports it.
-    sum.wall_split_s = {{"setup", setup_s}, {"data", data_s_}, {"evaluation", evaluation_s},
-                        {"steps", sum.wall_s - setup_s - evaluation_s}};
-    if (!cfg_.quiet && model_)  // an idle rank (a spare that found no place in the grid) holds no part
+    // Where the whole run's time went (rank 0's clock).
+    sum.wall_split_s = {{"setup", fig.setup_s}, {"data", data_s_}, {"evaluation", fig.evaluation_s},
+                        {"steps", sum.wall_s - fig.setup_s - fig.evaluation_s}};
+    if (!cfg_.quiet && model_ && grid_.model > 1)  // an idle rank (a spare that found no place in the grid) holds no part
       log_.note(std::string(s_->name()) + ": state " + std::to_string(s_->state_bytes()) +
                 " B, replica/snapshot store " + std::to_string(store_.bytes()) + " B on rank 0");
     require_samples_exact(sum);  // every rank alike: a job-level error, not a summary with a false flag
@@ -131,10 +107,76 @@ class Driver {
   }
 
  private:
+  // The end of the run: the steps' peak tensor memory (the largest over the ranks), the final
+  // figures and how long they took.
+  struct Figures {
+    FinalMetrics metrics;
+    std::int64_t peak = 0;
+    double setup_s = 0, evaluation_s = 0;
+  };
+  // When every rank holds the whole model (dp), every rank evaluates its share of the data on its
+  // device, and the digest is of its parameters (the same on every rank, checked at each start and
+  // recovery); otherwise the units go to rank 0, which computes the figures.
+  void final_figures(fc::Communicator& c, Figures& fig) {
+    auto& most = *pins_.keep(std::make_shared<std::int64_t>(tensor::cpu_tensor_memory().peak));
+    fc::allreduce(c, fc::kInPlace, &most, 1, fc::DType::i64, fc::ReduceOp::max);
+    fig.peak = most;
+    const auto t_eval = Clock::now();
+    if (nn::Module* whole = model_ ? s_->whole_model() : nullptr; whole && grid_.active() == c.size()) {
+      const EvalFigures e = evaluate_split(c, *whole, td_.train, td_.test, td_.classification, cfg_.loss_in_use(),
+                                           cfg_.device);
+      fig.metrics = {e.train_loss, e.eval, sha256_of(s_->params())};
+    } else {
+      gather_full(c);
+      fig.metrics = final_metrics(c, c.rank() == 0 ? full_.model.get() : nullptr, td_.train, td_.test,
+                                  td_.classification, cfg_.loss_in_use());
+    }
+    fig.evaluation_s = std::chrono::duration<double>(Clock::now() - t_eval).count();
+  }
+
+  // dp: "4 ranks" (every rank a replica); otherwise the grid's "2 replicas x 2 ranks".
+  std::string describe_grid() const {
+    if (cfg_.parallel != Parallel::dp) return grid_.describe();
+    const int idle = grid_.ranks - grid_.active();
+    return std::to_string(grid_.active()) + (grid_.active() == 1 ? " rank" : " ranks") +
+           (idle > 0 ? ", " + std::to_string(idle) + " idle" : "");
+  }
+
+  // Refuses what a mode does not support and ranks started with different configurations (they
+  // would train different models; the hot spares too: one of them may train later).
   static Digest validated_hash(const TrainConfig& cfg, recovery::ResilientGroup& g) {
-    cfg.validate();  // refuses what this driver does not support
-    FTCC_INVARIANT(cfg.parallel != Parallel::dp) << "train_model_parallel called with --parallel dp";
+    cfg.validate();
+    FTCC_REQUIRE(cfg.device == tensor::Device::CPU || tensor::cuda_available())
+        << "--device cuda: no usable CUDA device here (this build "
+        << (FTCC_HAVE_CUDA ? "has CUDA kernels, but no GPU or driver was found: " + tensor::cuda::backend_origin()
+                           : std::string("was built without CUDA"))
+        << "); use --device cpu";
     return g.respawned() ? config_digest(cfg) : check_same_config(cfg, g.pool(), g.pool_members());
+  }
+
+  // The hybrids' grid flags against the ranks the job starts with.
+  void check_grid_flags(int n) const {
+    if (cfg_.parallel != Parallel::dp_pp && cfg_.parallel != Parallel::dp_tp) return;
+    const char* mode = choice_name(cfg_.parallel);
+    const char* flag = cfg_.parallel == Parallel::dp_pp ? "--pp-size " : "--tp-size ";
+    const int replicas = n / model_size_;
+    FTCC_REQUIRE(model_size_ <= n && n % model_size_ == 0)
+        << "--parallel " << mode << " on " << n << " ranks: " << flag << model_size_
+        << " does not divide them (the ranks are replicas x " << flag << "ranks)";
+    FTCC_REQUIRE(replicas <= cfg_.batch) << "--parallel " << mode << ": " << replicas
+                                         << " replicas need a --batch of at least as many rows, got " << cfg_.batch;
+    // Each replica needs at least one of the micro-batches it shares with the others.
+    FTCC_REQUIRE(!cfg_.deterministic || replicas <= std::min<std::int64_t>(cfg_.micro_batches, cfg_.batch))
+        << "--parallel " << mode << " --deterministic: the global batch's --micro-batches (" << cfg_.micro_batches
+        << ") are dealt out whole to the " << replicas
+        << " replicas (the same micro-batches on any grid), so each needs one: use --micro-batches " << replicas
+        << " or more";
+  }
+
+  std::unique_ptr<data::DistributedSampler> make_sampler(std::int64_t batch) const {
+    return std::make_unique<data::DistributedSampler>(
+        data::SamplerOptions{.num_samples = td_.train.size(), .global_batch = batch, .seed = cfg_.seed,
+                             .micro_batch = std::min(cfg_.micro_batch, batch)});
   }
 
   bool done() const {
@@ -156,7 +198,10 @@ class Driver {
     model_.reset();
     dp_.reset();
     const int me = c.rank();
-    if (!grid_.is_active(me)) return;
+    if (!grid_.is_active(me)) {
+      built_.reset();  // an idle rank's part stops training: no longer a copy of anything
+      return;
+    }
     const auto sub = [&](std::vector<int> members) {
       auto comm = std::make_unique<fc::Communicator>(std::make_unique<fc::SubgroupTransport>(c.transport(), std::move(members)),
                                                      fc::CommOptions{c.timeout_s()});
@@ -167,16 +212,28 @@ class Driver {
     // The hybrids under --deterministic sum over it with one replica left too (the same exact sum on every grid).
     if (grid_.replicas > 1 || exact_replica_sum()) dp_ = sub(grid_.position_ranks(grid_.position_of(me)));
   }
-  // The hybrids under --deterministic: the replicas' sum is exact (a float sum's bits would depend on the grid).
-  bool exact_replica_sum() const {
-    return cfg_.deterministic && (cfg_.parallel == Parallel::dp_pp || cfg_.parallel == Parallel::dp_tp);
+  // dp and the hybrids under --deterministic: the replicas' sum is exact (a float sum's bits would
+  // depend on the grid).
+  bool exact_replica_sum() const { return cfg_.deterministic && cfg_.parallel != Parallel::pp && cfg_.parallel != Parallel::tp; }
+  // The micro-batches of a global batch of B rows: pp's and the exact sum's --micro-batches (dp:
+  // one per --micro-batch rows), otherwise one per replica.
+  std::int64_t micro_batches(std::int64_t B) const {
+    if (cfg_.parallel == Parallel::dp) {
+      const std::int64_t mb = std::min(cfg_.micro_batch, B);
+      return exact_replica_sum() ? (B + mb - 1) / mb : 1;
+    }
+    return cfg_.pipeline() || exact_replica_sum() ? cfg_.micro_batches : 1;
+  }
+  void build(int n, int r) {
+    s_->build(n, r);
+    built_ = {n, r};
   }
   int position() const { return grid_.position_of(g_.comm().rank()); }
 
   void start() {
     fc::Communicator& c = g_.comm();
     form_grid(c);
-    if (model_) s_->build(grid_.model, position());
+    if (model_) build(grid_.model, position());
     if (!cfg_.resume.empty()) {
       FTCC_REQUIRE(restore_checkpoint(c, cfg_.resume, "--resume"))
           << "--resume '" << cfg_.resume << "': no valid checkpoint found there";
@@ -186,9 +243,18 @@ class Driver {
       scatter_full(c);
       log_.note("initial weights from " + cfg_.init_weights + " (fresh optimizer state)");
     }
+    require_same_replicas("initial parameters differ between ranks");
+    live_valid_ = true;
     g_.set_committed_step(p_.step - 1);
     replicate();
     pins_.completed();
+  }
+
+  // Every replica of a position holds the same parameters (compared by SHA-256 over its ranks).
+  void require_same_replicas(const char* what) {
+    if (!dp_) return;
+    if (auto bad = ranks_differing(*dp_, sha256_of(s_->params())); !bad.empty())
+      throw ftcc::Error(std::string(what) + " (rank " + std::to_string(grid_.position_ranks(position())[static_cast<std::size_t>(bad[0])]) + ")");
   }
 
   // One step; returns the step's loss. Commit point: the allreduce of the loss, the non-finite
@@ -198,48 +264,13 @@ class Driver {
     // the hook they may still be needed by a retry after a further failure).
     timer_.begin_step();
     if (!model_) store_.clear();
-    const auto ids = sampler_.batch(p_.cursor);
+    // --on-failure keep-local-batch: a new global batch from an epoch's start on (the epoch in
+    // flight keeps its split, so each of its rows is still fed once).
+    if (p_.cursor.step == 0 && sampler_->options().global_batch != global_batch_) sampler_ = make_sampler(global_batch_);
+    const auto ids = sampler_->batch(p_.cursor);
     timer_.mark(Phase::data);
-    StepShare share;
-    if (model_) {  // this replica's rows; the gradients summed over the replicas
-      const auto B = static_cast<std::int64_t>(ids.size());
-      // --deterministic: the global batch's micro-batches, each whole on one replica (pp: the one
-      // replica), so each meets the same layers with the same shapes on any grid. pp then sums
-      // them in micro-batch order on each stage (tp has one: the whole batch); the hybrids keep
-      // each one's gradient apart and sum them exactly over the replicas (train/exact_sum.hpp;
-      // dp,tp's scales from whole tensors, not this rank's slices).
-      const bool exact = exact_replica_sum();
-      const std::int64_t M = cfg_.pipeline() || exact ? cfg_.micro_batches : 1;
-      auto mb = grid_.micro_batches_of(grid_.replica_of(c.rank()), B, M, cfg_.deterministic);
-      StepWork work{.ids = std::vector<std::int64_t>(ids.begin() + mb.begin, ids.begin() + mb.end),
-                    .cuts = std::move(mb.cuts), .global_rows = B, .epoch = p_.cursor.epoch,
-                    .parts_of = exact ? &reducer() : nullptr};
-      share = s_->step(*model_, work, pins_);
-      timer_.mark(Phase::compute);
-      if (exact)
-        share.gradients_finite = work.parts_of->exact_sum(*dp_, share.parts, std::min(M, B),
-                                                          cfg_.parallel == Parallel::dp_tp ? model_.get() : nullptr);
-      else if (dp_) share.gradients_finite = sum_over_replicas() && share.gradients_finite;
-    }
-    auto& sums = *pins_.keep(std::make_shared<std::vector<double>>(2 + data::SampleTally::kDoubles));
-    double* stats = sums.data();
-    stats[0] = share.loss;
-    stats[1] = share.gradients_finite ? 0.0 : 1.0;
-    share.fed.to_doubles(stats + 2);
-    fc::allreduce(c, fc::kInPlace, stats, sums.size(), fc::DType::f64, fc::ReduceOp::sum);
-    require_finite(stats[0], stats[1] == 0.0, p_.step, cfg_);
-    const auto tally = data::SampleTally::from_doubles(stats + 2);
-    FTCC_INVARIANT(tally.count == static_cast<std::int64_t>(ids.size()))
-        << s_->name() << ": step " << p_.step << " fed " << tally.count << " rows, the batch has " << ids.size();
-    timer_.mark(Phase::exposed_comm);
-    if (model_) s_->apply();
-    timer_.mark(Phase::optimizer);
-    p_.add(tally);
-    report.add_samples(tally.count);
-    p_.cursor = sampler_.next(p_.cursor);
-    ++p_.step;
-    g_.set_committed_step(p_.step - 1);
-    timer_.end_step();
+    const StepShare share = model_ ? compute(c, ids) : StepShare{};
+    const double loss = commit(c, share, static_cast<std::int64_t>(ids.size()), report);
     if (p_.step % cfg_.replicate_every == 0) replicate();
     if (ckpt_ && cfg_.checkpoint_every > 0 && p_.step % cfg_.checkpoint_every == 0) {
       gather_full(c);
@@ -250,9 +281,62 @@ class Driver {
         log_.checkpoint(p_.step, ckpt_->save(info, *full_.model, *full_.opt, commit_check(g_, p_.step)));
       }
     }
-    const double loss = sums[0];
-    pins_.completed();  // frees sums too
+    pins_.completed();
     return loss;
+  }
+
+  // This replica's step on its rows of the global batch `ids`, and its gradients summed over the
+  // replicas. --deterministic: the global batch's micro-batches, each whole on one replica, so
+  // each meets the same layers with the same shapes on any grid; pp then sums them in micro-batch
+  // order on each stage (tp has one: the whole batch); dp and the hybrids keep each one's gradient
+  // apart and sum them exactly over the replicas (train/exact_sum.hpp; dp,tp's scales from whole
+  // tensors, not this rank's slices). Otherwise dp overlaps the sum with its backward (CPU).
+  StepShare compute(fc::Communicator& c, const std::vector<std::int64_t>& ids) {
+    const auto B = static_cast<std::int64_t>(ids.size());
+    const bool exact = exact_replica_sum();
+    const std::int64_t M = micro_batches(B);
+    auto mb = grid_.micro_batches_of(grid_.replica_of(c.rank()), B, M, cfg_.deterministic);
+    // Made before the first backward, so every step's gradients are computed in its arena.
+    GradientReducer* sum = dp_ ? &reducer() : nullptr;
+    StepWork work{.ids = std::vector<std::int64_t>(ids.begin() + mb.begin, ids.begin() + mb.end),
+                  .cuts = std::move(mb.cuts), .global_rows = B, .epoch = p_.cursor.epoch,
+                  .parts_of = exact ? sum : nullptr, .timer = &timer_};
+    const bool overlap = sum && !exact && cfg_.overlap && cfg_.device == Device::CPU && s_->one_backward();
+    if (overlap) sum->begin_overlap(*dp_);
+    StepShare share = s_->step(*model_, work, pins_);
+    if (!share.timed) timer_.mark(Phase::compute);
+    bool finite = true;
+    if (exact)
+      finite = sum->exact_sum(*dp_, share.parts, std::min(M, B), cfg_.parallel == Parallel::dp_tp ? model_.get() : nullptr);
+    else if (overlap) finite = sum->finish_overlap();
+    else if (sum) finite = sum->sum(*dp_);
+    share.gradients_finite = finite && share.gradients_finite;
+    return share;
+  }
+
+  // The commit: one allreduce of the loss, the non-finite verdicts and the rows fed, so every rank
+  // decides alike; then the optimizer step and the new position. Returns the step's loss.
+  double commit(fc::Communicator& c, const StepShare& share, std::int64_t rows, ProgressReporter& report) {
+    auto& sums = *pins_.keep(std::make_shared<std::vector<double>>(2 + data::SampleTally::kDoubles));
+    double* stats = sums.data();
+    stats[0] = share.loss;
+    stats[1] = share.gradients_finite ? 0.0 : 1.0;
+    share.fed.to_doubles(stats + 2);
+    fc::allreduce(c, fc::kInPlace, stats, sums.size(), fc::DType::f64, fc::ReduceOp::sum);
+    require_finite(stats[0], stats[1] == 0.0, p_.step, cfg_);
+    const auto tally = data::SampleTally::from_doubles(stats + 2);
+    FTCC_INVARIANT(tally.count == rows) << s_->name() << ": step " << p_.step << " fed " << tally.count
+                                        << " rows, the batch has " << rows;
+    timer_.mark(Phase::exposed_comm);
+    if (model_) s_->apply();
+    timer_.mark(Phase::optimizer);
+    p_.add(tally);
+    report.add_samples(tally.count);
+    p_.cursor = sampler_->next(p_.cursor);
+    ++p_.step;
+    g_.set_committed_step(p_.step - 1);
+    timer_.end_step();
+    return stats[0];
   }
 
   // The replicas' gradient sum: dp's reducer (train/gradient_reducer.hpp) over this rank's
@@ -276,14 +360,17 @@ class Driver {
     pins_.keep(reducer_);
     return *reducer_;
   }
-  // Returns whether the sums are finite.
-  bool sum_over_replicas() { return reducer().sum(*dp_); }
 
   // Snapshot this rank's units at the current step, send them to the next --replicas ranks of its
   // replica (ring) and keep theirs. With several replicas, the other replicas' snapshots of the
   // same units are copies too (--replicas 0 relies on them alone).
   void replicate() {
     recorded_[p_.step] = p_;
+    if (grid_.model == 1) {  // every active rank holds whole models: its live state is the copy (offer_live_units)
+      store_.clear();
+      while (recorded_.size() > 1) recorded_.erase(recorded_.begin());
+      return;
+    }
     if (model_) {
       fc::Communicator& mc = *model_;
       const int n = mc.size(), me = mc.rank();
@@ -378,55 +465,97 @@ class Driver {
 
   // The recovery hook: re-form the grid over the survivors (train/parallel_grid.hpp), rebuild
   // every active rank's part at the newest step of which a complete copy survives (or from the
-  // newest checkpoint), then refresh the replicas.
+  // newest checkpoint), check that the replicas agree, then refresh the copies.
   void recover(recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) {
     pins_.abandoned();  // the buffers of the interrupted step (or of an interrupted earlier try)
     fc::Communicator& c = grp.comm();
+    offer_live_units();
     form_grid(c);
-    const int m = grid_.model;
-    s_->validate(m, /*at_start=*/false);
-    const auto units_of_first = s_->units_of(m, 0);
+    s_->validate(grid_.model, /*at_start=*/false);
+    const auto units_of_first = s_->units_of(grid_.model, 0);
     const int units_now = units_of_first.empty() ? 0 : units_of_first.front().of;
     const auto holdings = gather_holdings(c, store_);
     const RestorePlan plan = plan_restore(holdings, units_now);
-    const std::string failed = joined(ev.failed);
-    const std::string over = " over " + std::to_string(m) + " ranks (" + grid_.describe() + ")";
-    if (plan.step >= 0) {
-      const auto t_move = Clock::now();
-      auto& got = *pins_.keep(std::make_shared<std::int64_t>(0));
-      std::map<int, Bytes> units = move_units(c, plan, holdings, got);
-      if (!ev.joined.empty()) {  // bytes the restore moved between ranks (newcomers' parts, re-split pieces), summed
-        fc::allreduce(c, fc::kInPlace, &got, 1, fc::DType::i64, fc::ReduceOp::sum);
-        grp.record_state_transfer(got, std::chrono::duration<double, std::milli>(Clock::now() - t_move).count());
-      }
-      // The cursor, samples seen and digest recorded at that step (checked equal on every survivor).
-      const auto at = recorded_.find(plan.step);
-      const TrainProgress restored = agree_progress(c, at == recorded_.end() ? nullptr : &at->second, plan.step);
-      if (model_) s_->rebuild(m, position(), plan.of, units);
-      store_.drop_after(plan.step);
-      recorded_.erase(recorded_.upper_bound(plan.step), recorded_.end());
-      p_ = restored;
-      log_.note(std::string(s_->name()) + ": lost rank(s) " + failed + "; " + std::to_string(plan.of) + " " +
-                s_->regroup_name() + over + " from in-memory copies, rolled back to step " + std::to_string(plan.step));
-    } else {
-      std::string what = std::string(s_->name()) + ": " + s_->units_name() + " " + joined(plan.lost) +
-                         " were held only by the failed rank(s) " + failed + " (own copy and all " +
-                         std::to_string(cfg_.replicas) + " buddy replica(s)" +
-                         (cfg_.parallel == Parallel::dp_pp || cfg_.parallel == Parallel::dp_tp ? ", in every model replica" : "") +
-                         "): no in-memory copy left";
-      if (model_) s_->build(m, position());
-      if (!ckpt_ || !restore_checkpoint(c, cfg_.checkpoint_dir, "checkpoint")) {
-        what += ckpt_ ? "; no valid checkpoint in '" + cfg_.checkpoint_dir + "' to fall back to: training state lost, stopping"
-                      : "; no --checkpoint-dir to fall back to: training state lost, stopping";
-        log_.note(what);
-        throw TrainingStateLost(what);
-      }
-      store_.clear();
-      recorded_.clear();
-      log_.note(what + "; FALLING BACK TO CHECKPOINT " + start_path_ + " (step " + std::to_string(p_.step) + ")" + over);
-    }
+    if (plan.step >= 0) restore_copies(grp, ev, plan, holdings);
+    else fall_back_to_checkpoint(c, ev, plan);
+    require_same_replicas("parameters differ between survivors after recovery");
+    if (cfg_.on_failure == OnFailure::keep_local_batch)  // from the next epoch on (train_step)
+      global_batch_ = std::max<std::int64_t>(1, cfg_.batch * grp.size() / g_.initial_size());
     grp.set_committed_step(p_.step - 1);
     replicate();
+  }
+
+  // This rank's live units are a copy at its committed step (the optimizer step follows the
+  // commit with no communication in between, so no failure falls between them): the newest copy
+  // there is when the store holds none of that step (dp, a grid of whole models, --replicate-every
+  // > 1: the restore then rolls forward to the most advanced survivor, not back).
+  void offer_live_units() {
+    if (!built_ || !live_valid_) return;
+    recorded_[p_.step] = p_;
+    for (const UnitKey& u : s_->units_of(built_->first, built_->second))
+      if (!store_.has(p_.step, u)) store_.put(p_.step, u, s_->pack(u));
+  }
+
+  // The plan's units to the ranks that need them, the position recorded at its step, the rebuild.
+  void restore_copies(recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev, const RestorePlan& plan,
+                      const std::vector<std::vector<Holding>>& holdings) {
+    fc::Communicator& c = grp.comm();
+    const auto t_move = Clock::now();
+    auto& got = *pins_.keep(std::make_shared<std::int64_t>(0));
+    std::map<int, Bytes> units = move_units(c, plan, holdings, got);
+    if (!ev.joined.empty() || ev.committed_min != ev.committed_max) {  // bytes moved between ranks, summed
+      fc::allreduce(c, fc::kInPlace, &got, 1, fc::DType::i64, fc::ReduceOp::sum);
+      grp.record_state_transfer(got, std::chrono::duration<double, std::milli>(Clock::now() - t_move).count());
+    }
+    // The cursor, samples seen and digest recorded at that step (checked equal on every survivor).
+    const auto at = recorded_.find(plan.step);
+    const TrainProgress restored = agree_progress(c, at == recorded_.end() ? nullptr : &at->second, plan.step);
+    if (model_) {
+      s_->rebuild(grid_.model, position(), plan.of, units);
+      built_ = {grid_.model, position()};
+    }
+    store_.drop_after(plan.step);
+    recorded_.erase(recorded_.upper_bound(plan.step), recorded_.end());
+    const std::int64_t was = p_.step;
+    p_ = restored;
+    live_valid_ = true;  // a spare or a respawned process too, from now on
+    const std::string to = (plan.step < was ? "rolled back to step " : plan.step > was ? "rolled forward to step "
+                                                                                       : "at step ") +
+                           std::to_string(plan.step);
+    const std::string lost = std::string(s_->name()) + ": lost rank(s) " + joined(ev.failed) + "; ";
+    if (cfg_.parallel == Parallel::dp)
+      log_.note(lost + "the model on " + describe_grid() + " from the survivors' state, " + to);
+    else
+      log_.note(lost + std::to_string(plan.of) + " " + s_->regroup_name() + over_grid() + " from in-memory copies, " + to);
+  }
+
+  // No complete copy survived: the newest checkpoint of --checkpoint-dir, or TrainingStateLost.
+  void fall_back_to_checkpoint(fc::Communicator& c, const recovery::RecoveryEvent& ev, const RestorePlan& plan) {
+    std::string what =
+        cfg_.parallel == Parallel::dp
+            ? "dp: the model was held only by the failed rank(s) " + joined(ev.failed) + ": no in-memory copy left"
+            : std::string(s_->name()) + ": " + s_->units_name() + " " + joined(plan.lost) +
+                  " were held only by the failed rank(s) " + joined(ev.failed) + " (own copy and all " +
+                  std::to_string(cfg_.replicas) + " buddy replica(s)" +
+                  (cfg_.parallel == Parallel::dp_pp || cfg_.parallel == Parallel::dp_tp ? ", in every model replica" : "") +
+                  "): no in-memory copy left";
+    live_valid_ = false;  // until the checkpoint's state is in
+    if (model_) build(grid_.model, position());
+    if (!ckpt_ || !restore_checkpoint(c, cfg_.checkpoint_dir, "checkpoint")) {
+      what += ckpt_ ? "; no valid checkpoint in '" + cfg_.checkpoint_dir + "' to fall back to: training state lost, stopping"
+                    : "; no --checkpoint-dir to fall back to: training state lost, stopping";
+      log_.note(what);
+      throw TrainingStateLost(what);
+    }
+    live_valid_ = true;
+    store_.clear();
+    recorded_.clear();
+    log_.note(what + "; FALLING BACK TO CHECKPOINT " + start_path_ + " (step " + std::to_string(p_.step) + ")" +
+              over_grid());
+  }
+
+  std::string over_grid() const {
+    return " over " + std::to_string(grid_.model) + " ranks (" + grid_.describe() + ")";
   }
 
   // Whether holdings list (step, key).
@@ -484,8 +613,9 @@ class Driver {
   Digest cfg_hash_;
   TrainingData td_;
   std::vector<std::int64_t> widths_;
-  std::unique_ptr<ModelParallelStrategy> s_;
-  data::DistributedSampler sampler_;
+  std::unique_ptr<ParallelStrategy> s_;
+  std::int64_t global_batch_;  // --batch, or after failures with --on-failure keep-local-batch its share
+  std::unique_ptr<data::DistributedSampler> sampler_;
   RunLog log_;
   int model_size_;                          // the ranks of one replica the user asked for
   ParallelGrid grid_;
@@ -501,22 +631,26 @@ class Driver {
   Pins pins_;
   FullModel full_;  // rank 0 only
   std::string start_path_;
+  std::optional<std::pair<int, int>> built_;  // the split (n, r) of this rank's part, when it holds one
+  bool live_valid_ = false;  // the part holds the state of p_.step (see offer_live_units)
 };
 
 }  // namespace
 
-TrainSummary train_model_parallel(const TrainConfig& cfg, recovery::ResilientGroup& group, const StrategyFactory& make) {
+TrainSummary train_with_strategy(const TrainConfig& cfg, recovery::ResilientGroup& group, const StrategyFactory& make) {
   return Driver(cfg, group, make).run();
 }
 
-TrainSummary train_pipeline_parallel(const TrainConfig& cfg, recovery::ResilientGroup& group) {
-  FTCC_INVARIANT(cfg.pipeline()) << "train_pipeline_parallel called with --parallel " << choice_name(cfg.parallel);
-  return train_model_parallel(cfg, group, make_pipeline_strategy);
-}
-
-TrainSummary train_tensor_parallel(const TrainConfig& cfg, recovery::ResilientGroup& group) {
-  FTCC_INVARIANT(cfg.tensor_parallel()) << "train_tensor_parallel called with --parallel " << choice_name(cfg.parallel);
-  return train_model_parallel(cfg, group, make_tensor_strategy);
+TrainSummary run_training(const TrainConfig& cfg, recovery::ResilientGroup& group) {
+  switch (cfg.parallel) {
+    case Parallel::dp: return train_with_strategy(cfg, group, make_data_parallel_strategy);
+    case Parallel::pp:
+    case Parallel::dp_pp: return train_with_strategy(cfg, group, make_pipeline_strategy);
+    case Parallel::tp:
+    case Parallel::dp_tp: return train_with_strategy(cfg, group, make_tensor_strategy);
+  }
+  FTCC_INVARIANT(false) << "run_training: --parallel " << static_cast<int>(cfg.parallel);
+  return {};
 }
 
 }  // namespace ftcc::train

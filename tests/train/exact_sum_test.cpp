@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "ftcc/base/error.hpp"
-#include "ftcc/train/dp_trainer.hpp"
+#include "ftcc/train/run_common.hpp"
 #include "ftcc/train/exact_sum.hpp"
 
 namespace ft = ftcc::train;
@@ -147,7 +147,7 @@ TEST(ExactSum, AccumulateRefusesValuesThatDoNotFitInsteadOfInt64Min) {
   EXPECT_EQ(back, (std::vector<float>{2.0f, -2.0f, 0.5f}));
 }
 
-// The trainers' verdict on a step (train/dp_trainer.hpp): the message names the value and the step.
+// The trainers' verdict on a step (train/run_common.hpp: require_finite): the message names the value and the step.
 TEST(RequireFinite, NamesTheLossOrTheGradientAndTheStep) {
   ftcc::train::TrainConfig cfg;
   cfg.lr = 1e6;
