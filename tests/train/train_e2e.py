@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """End-to-end tests of ftcc-train as a user runs it: tools/ftcc-run -n N build/tools/ftcc-train ...
 
-Each case is one meson test: train_e2e.py BUILD_DIR CASE. Runs are real MPI jobs; kills are
-real (the fault injector SIGKILLs the rank); results are read from the FTCC_SUMMARY line.
+Each case is one meson test: train_e2e.py BUILD_DIR CASE runs CASES[CASE] (the table at the end:
+a function per case; the kill runs of the model-parallel and hybrid modes are rows of the tables
+MP_FAULT_RUNS and HYBRID_FAULT_RUNS, one meson test per group of rows). Runs are real MPI jobs;
+kills are real (the fault injector SIGKILLs the rank); results are read from the FTCC_SUMMARY line.
 Tolerances:
   * fault-free DP on n ranks vs 1 rank: same data, same batches, only the summation order of the
     gradient allreduce differs, so float rounding (~1e-7 relative per step) accumulates over the
@@ -225,7 +227,7 @@ HYBRID_FAULT_RUNS = [
 ]
 HYBRID_FAULT_CASES = sorted({row[0] for row in HYBRID_FAULT_RUNS})
 
-if case == "fault_free_matches_single_process":
+def fault_free_matches_single_process():
     base, _ = run(1, *DIGITS)
     multi = {}
     for n in (2, 4):
@@ -271,7 +273,7 @@ if case == "fault_free_matches_single_process":
     check(0 < split["data"] <= split["setup"] < base["wall_s"] and split["steps"] > 0 and split["evaluation"] > 0,
           f"wall_split_s {split}, wall_s {base['wall_s']}")
 
-elif case in ("kills_digits", "kills_diabetes"):
+def kill_cases():
     args, size, epochs = (DIGITS, DIGITS_TRAIN, 6) if case == "kills_digits" else (DIABETES, DIABETES_TRAIN, 30)
     base, _ = run(4, *args)
     plans = [
@@ -303,7 +305,7 @@ elif case in ("kills_digits", "kills_diabetes"):
         check(abs(s["eval_metric"] - base["eval_metric"]) <= 0.02,
               f"keep-local-batch: accuracy {s['eval_metric']:.4f} vs fault-free {base['eval_metric']:.4f}")
 
-elif case == "deterministic_with_kills":
+def deterministic_with_kills():
     a, _ = run(1, *DIGITS, "--deterministic")
     b, _ = run(4, *DIGITS, "--deterministic")
     c, _ = run(4, *DIGITS, "--deterministic", "--inject", "kill:rank=1:step=15",
@@ -314,7 +316,7 @@ elif case == "deterministic_with_kills":
     check(a["param_sha256"] == b["param_sha256"] == c["param_sha256"],
           f"SHA-256 1 rank {a['param_sha256'][:12]}, 4 ranks {b['param_sha256'][:12]}, 4 ranks with 2 kills {c['param_sha256'][:12]}")
 
-elif case == "pp_deterministic":
+def pp_deterministic():
     # --deterministic in the pipeline modes. pp: one SHA-256 on 1 and 4 stages, with either
     # schedule, with two kills (a stage, then the last stage inside the stats allreduce:
     # re-partitioned from the buddy copies), with a hot spare taking a lost stage's place.
@@ -356,7 +358,7 @@ elif case == "pp_deterministic":
     plain = run(4, *PP_MODEL, "--parallel", "dp,pp", "--pp-size", "2", "--micro-batches", "4")[0]
     check(plain["param_sha256"] != hybrid_runs[0][1]["param_sha256"], "dp,pp without --deterministic: a float sum's bits")
 
-elif case == "tp_deterministic":
+def tp_deterministic():
     # --parallel tp and dp,tp --deterministic (train/tp_exact_pair.hpp). tp: one SHA-256 on 1, 2 and 4 ranks, 4
     # losing 2 (one inside an allreduce; the survivors re-split the hidden width 100 over 3 unevenly,
     # then 2), a hot spare taking rank 0's place, and with tanh on 1 and 4 ranks; the model it
@@ -396,12 +398,12 @@ elif case == "tp_deterministic":
     check(len(set(hshas.values())) == 1, "dp,tp --deterministic: one SHA-256 for " +
           ", ".join(f"{w} {h[:12]}" for w, h in hshas.items()))
     plain = run(2, *model, "--parallel", "tp")[0]
-    rel = abs(plain["final_loss"] - runs[0][1]["final_loss"]) / plain["final_loss"]
-    check(rel < 1e-5 and plain["param_sha256"] != runs[0][1]["param_sha256"] and runs[0][1]["eval_metric"] > 0.9,
+    drift = abs(plain["final_loss"] - runs[0][1]["final_loss"]) / plain["final_loss"]
+    check(drift < 1e-5 and plain["param_sha256"] != runs[0][1]["param_sha256"] and runs[0][1]["eval_metric"] > 0.9,
           f"the same training as without the flag (final loss {plain['final_loss']:.8g} vs {runs[0][1]['final_loss']:.8g}, "
           f"accuracy {runs[0][1]['eval_metric']:.4f}), other bits")
 
-elif case == "checkpoint_resume":
+def checkpoint_resume():
     with tempfile.TemporaryDirectory() as d:
         ck = os.path.join(d, "ck")
         full, _ = run(2, *DIGITS_MODEL, "--deterministic", "--steps", "60")
@@ -428,7 +430,7 @@ elif case == "checkpoint_resume":
               "checkpoint of another model refused naming the layers: " + p.stderr.strip()[-200:])
         check(not changed(before, snapshot(ck)), f"every file in the checkpoint folder byte-identical: {changed(before, snapshot(ck))}")
 
-elif case == "resume_config":
+def resume_config():
     # --resume compares the configuration recorded in the checkpoint with the run's: a field that
     # changes the model, the data order or what the data cursor counts is refused (exit 2, one line
     # naming each such field with both values, nothing written); the others may change.
@@ -521,7 +523,7 @@ elif case == "resume_config":
               and s["steps"] == 40 and s["samples_seen"] == full["samples_seen"],
               "old checkpoint without a configuration: resumed, with notes that it could not be checked")
 
-elif case == "optimizer_defaults":
+def optimizer_defaults():
     # --optimizer adamw without --weight-decay is PyTorch's AdamW (weight decay 0.01), not Adam.
     common = [*DIGITS_MODEL, "--steps", "20", "--optimizer", "adamw", "--deterministic"]
     default, _ = run(1, *common)
@@ -533,7 +535,7 @@ elif case == "optimizer_defaults":
     check("--momentum FLOAT=0.9" in help_text and "0.01 with --optimizer adamw" in help_text,
           "--help shows the momentum and weight-decay defaults")
 
-elif case == "json_log":
+def json_log():
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "log.jsonl")
         s, _ = run(3, *DIGITS, "--log-json", path, "--inject", "kill:rank=0:step=30")
@@ -545,7 +547,7 @@ elif case == "json_log":
         check(events[-1]["event"] == "summary", "the log ends with the summary")
         check(all(k in steps[0] for k in ("step", "epoch", "loss", "world_size", "samples_per_s", "time")), "step fields")
 
-elif case == "bad_input":
+def bad_input():
     # Every bad input: exit 2, one "ftcc-train:" line naming the problem, and nothing already written
     # damaged: each failing run is pointed at an existing checkpoint folder and run log (and a folder
     # whose only checkpoint is corrupt), and every file there is hashed before and after.
@@ -709,7 +711,8 @@ elif case == "bad_input":
                 check(p.returncode == 0 and "FTCC_SUMMARY" in p.stdout and "fault tolerance is off" in p.stderr
                       and "ckpt-0000000003.json" in os.listdir(d2),
                       f"plain mpirun with --no-fault-tolerance trains (with a warning): exit {p.returncode} {p.stderr.strip()[:200]}")
-elif case == "pp_fault_free_matches_single_process":
+
+def pp_fault_free_matches_single_process():
     # Pipeline parallel: the same layer-by-layer math on every rank count (each micro-batch's
     # GEMMs are the same whatever the stage boundaries), so 1..4 stages give the same bits. Against
     # single-process (dp, 1 rank) training the batch's gradient is a sum of M micro-batch GEMMs
@@ -745,7 +748,7 @@ elif case == "pp_fault_free_matches_single_process":
     check(split is not None and 0 < split["data"] <= split["setup"] < pp4["wall_s"] and split["steps"] > 0
           and split["evaluation"] > 0, f"pp wall_split_s {split}, wall_s {pp4['wall_s']}")
 
-elif case in MP_FAULT_CASES:
+def mp_fault_cases():
     bases = {}
     for row_case, par, ranks, faults, flags, expected, note in MP_FAULT_RUNS:
         if row_case != case:
@@ -788,7 +791,7 @@ elif case in MP_FAULT_CASES:
         else:
             sys.exit(f"unknown expected outcome {expected}")
 
-elif case == "tp_fault_free_matches_single_process":
+def tp_fault_free_matches_single_process():
     # Tensor parallel: each pair's output is a sum of per-rank partial GEMMs (allreduce), so the
     # summation order depends on the rank count: float rounding accumulated over 138 steps, 1e-3
     # relative on the final loss. On one rank the math is the single-process one: same bits.
@@ -805,7 +808,7 @@ elif case == "tp_fault_free_matches_single_process":
     check("hidden width 64 of layers 0-1" in p.stderr and "not divisible by 3" in p.stderr,
           "tp: width not divisible by the rank count refused: " + p.stderr.strip()[-160:])
 
-elif case == "mp_checkpoint_resume_and_log":
+def mp_checkpoint_resume_and_log():
     # Checkpoints of pp/tp are in the dp format: resume across modes and rank counts.
     model = ["--dataset", "digits", "--layers", "64,96,64,48,10", "--lr", "0.05", "--batch", "64"]
     with tempfile.TemporaryDirectory() as d:
@@ -832,7 +835,7 @@ elif case == "mp_checkpoint_resume_and_log":
             check(s["world_size_final"] == 2 and s["steps"] == 40, f"{par}: 40 steps, world 3 -> 2")
             samples_exact(s, DIGITS_TRAIN + (40 - 23) * 64, f"{par}, rank 0 killed: 40 steps of 64 (23 per epoch)")
 
-elif case == "non_finite":
+def non_finite():
     # A loss that diverges (--lr 1e6) or data holding NaN: the run stops at the step where the loss
     # became non-finite, decided from the reduced loss and gradients that every rank holds, so all
     # ranks stop at the same step with one message; non-zero exit status, no summary. The same
@@ -873,7 +876,7 @@ elif case == "non_finite":
             diverges(f"NaN in the data {' '.join(det)}", 2, ["--dataset", path, "--layers", "2,1", "--epochs", "2",
                                                            "--batch", "16", *det], "nan")
 
-elif case == "samples_digest_catches_a_wrong_count":
+def samples_digest_catches_a_wrong_count():
     # The exactly-once check can fail, and then the job fails. A checkpoint record whose samples
     # digest or count was edited no longer verifies (its record_sha256): it is skipped with a note
     # and, with nothing valid left, --resume is refused (exit 2). The same edit with the record
@@ -924,7 +927,7 @@ elif case == "samples_digest_catches_a_wrong_count":
                       and f"hold {good['samples_expected']} (digest {good['samples_digest_expected']})" in err[0],
                       f"{mode}: a wrong {what} (record re-signed) ends the job, exit 4, one line: {err}")
 
-elif case == "checkpoint_files":
+def checkpoint_files():
     # What stays on disk: --keep-checkpoints N (default 3) keeps the newest N complete checkpoints
     # after each save, 0 keeps all; a run's rank 0 removes the temporaries a killed write left (only
     # regular files named like the store's temporaries). Was: every checkpoint kept, and stale
@@ -967,7 +970,7 @@ elif case == "checkpoint_files":
         run(2, *model, "--parallel", "pp", "--steps", "10", "--checkpoint-dir", ck2, "--keep-checkpoints", "2")
         check(steps_of(ck2) == [8, 10] and len(ckpts(ck2)) == 4, f"pp, --keep-checkpoints 2: {ckpts(ck2)}")
 
-elif case in ("spares_heal", "spares_failures"):
+def spare_cases():
     # Hot spares (--spares S: the last S processes wait; one takes a lost rank's place, its rank and
     # data shard, with the state streamed from the survivors). --deterministic: every run's
     # parameters must be the fault-free run's, bit for bit, and every sample counted once.
@@ -1034,7 +1037,7 @@ elif case in ("spares_heal", "spares_failures"):
                       lines=["every process that held training state was lost (ranks 0, 1); the 1 hot spare(s) alive hold none"])
         check(sum("job error" in l for l in stderr_lines(p.stderr)) == 1, "the job error is said once")
 
-elif case == "mp_spares":
+def mp_spares():
     # Hot spares in pp and tp: the newcomer takes the lost rank's stage or shard, rebuilt from the
     # buddy replicas like a survivor's part; the split stays the fault-free one, so the parameters
     # end bitwise equal to the fault-free run's (SHA-256).
@@ -1060,7 +1063,7 @@ elif case == "mp_spares":
                 check(rel(s["final_loss"], ref["final_loss"]) < 0.02,
                       f"{tag}: final loss {s['final_loss']:.5f} within 2% of fault-free {ref['final_loss']:.5f}")
 
-elif case == "respawn":
+def respawn():
     # --respawn N: new processes (MPI_Comm_spawn of ftcc-train itself) fill places no spare was
     # left for, inside the recovery; they get the state from the survivors like a spare.
     det = [*DIGITS, "--deterministic", "--hang-timeout", "5"]
@@ -1112,7 +1115,7 @@ elif case == "respawn":
               f"{s['param_sha256'][:12]} vs fault-free {mref['param_sha256'][:12]}")
         samples_exact(s, 6 * DIGITS_TRAIN, f"{mode} respawn")
 
-elif case == "hybrid_fault_free":
+def hybrid_fault_free():
     # dp,pp and dp,tp: replicas of a pipeline or a tp group, each on its rows of the global batch,
     # gradients summed over the replicas: the single-process model to float rounding.
     base, _ = run(1, *PP_MODEL)
@@ -1145,7 +1148,7 @@ elif case == "hybrid_fault_free":
           f"wide pp: peak tensor bytes 1f1b {f['peak_tensor_bytes']:,} vs gpipe {g['peak_tensor_bytes']:,} "
           f"(at least {held:,} less)")
 
-elif case in HYBRID_FAULT_CASES:
+def hybrid_fault_cases():
     bases = {}
     for row_case, mode, ranks, faults, flags, expected, note in HYBRID_FAULT_RUNS:
         if row_case != case:
@@ -1198,7 +1201,7 @@ elif case in HYBRID_FAULT_CASES:
                   f"{what}: final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
             samples_exact(s, 6 * DIGITS_TRAIN, what)
 
-elif case == "model_parallel_doc_commands":
+def model_parallel_doc_commands():
     # Every ftcc-run command of docs/model-parallel.md's sh blocks, as printed (build/ is the build
     # folder): exit 0, one summary, and for a command with --inject a recovery of the named rank.
     text = open(os.path.join(root, "docs", "model-parallel.md")).read()
@@ -1220,8 +1223,35 @@ elif case == "model_parallel_doc_commands":
             ok = len(s.get("recoveries", [])) == 1 and s["world_size_final"] == s["world_size_initial"] - 1
         check(ok, f"docs/model-parallel.md: {cmd[:110]}: exit {p.returncode}" + ("" if ok else p.stderr[-800:]))
 
-else:
-    sys.exit(f"unknown case {case}")
+# The cases: each name (meson test train_<name>) to the function that runs it.
+CASES = {
+    "fault_free_matches_single_process": fault_free_matches_single_process,
+    **{c: kill_cases for c in ("kills_digits", "kills_diabetes")},
+    "deterministic_with_kills": deterministic_with_kills,
+    "pp_deterministic": pp_deterministic,
+    "tp_deterministic": tp_deterministic,
+    "checkpoint_resume": checkpoint_resume,
+    "resume_config": resume_config,
+    "optimizer_defaults": optimizer_defaults,
+    "json_log": json_log,
+    "bad_input": bad_input,
+    "pp_fault_free_matches_single_process": pp_fault_free_matches_single_process,
+    **{c: mp_fault_cases for c in MP_FAULT_CASES},
+    "tp_fault_free_matches_single_process": tp_fault_free_matches_single_process,
+    "mp_checkpoint_resume_and_log": mp_checkpoint_resume_and_log,
+    "non_finite": non_finite,
+    "samples_digest_catches_a_wrong_count": samples_digest_catches_a_wrong_count,
+    "checkpoint_files": checkpoint_files,
+    **{c: spare_cases for c in ("spares_heal", "spares_failures")},
+    "mp_spares": mp_spares,
+    "respawn": respawn,
+    "hybrid_fault_free": hybrid_fault_free,
+    **{c: hybrid_fault_cases for c in HYBRID_FAULT_CASES},
+    "model_parallel_doc_commands": model_parallel_doc_commands,
+}
+if case not in CASES:
+    sys.exit(f"unknown case {case}: one of {', '.join(sorted(CASES))}")
+CASES[case]()
 
 if failures:
     sys.exit(f"{len(failures)} check(s) failed")
