@@ -503,6 +503,7 @@ class Driver {
     const auto t_move = Clock::now();
     auto& got = *pins_.keep(std::make_shared<std::int64_t>(0));
     std::map<int, Bytes> units = move_units(c, plan, holdings, got);
+    const std::int64_t received = got;
     if (!ev.joined.empty() || ev.committed_min != ev.committed_max) {  // bytes moved between ranks, summed
       fc::allreduce(c, fc::kInPlace, &got, 1, fc::DType::i64, fc::ReduceOp::sum);
       grp.record_state_transfer(got, std::chrono::duration<double, std::milli>(Clock::now() - t_move).count());
@@ -510,7 +511,10 @@ class Driver {
     // The cursor, samples seen and digest recorded at that step (checked equal on every survivor).
     const auto at = recorded_.find(plan.step);
     const TrainProgress restored = agree_progress(c, at == recorded_.end() ? nullptr : &at->second, plan.step);
-    if (model_) {
+    // A rank whose part is already that step's, for the same split, keeps it (dp's survivors at
+    // the newest step; no copy received).
+    const bool current = built_ == std::pair{grid_.model, position()} && live_valid_ && p_.step == plan.step && received == 0;
+    if (model_ && !current) {
       s_->rebuild(grid_.model, position(), plan.of, units);
       built_ = {grid_.model, position()};
     }
