@@ -52,7 +52,7 @@ class DataParallelStrategy final : public ParallelStrategy {
     units_of(n, r);
     return {0};
   }
-  void rebuild(int n, int r, int /*of*/, const std::map<int, Bytes>& units) override {
+  void rebuild(int n, int r, int /*of*/, const UnitBytes& units) override {
     build(n, r);
     unpack({0, 1}, units.at(0));
   }

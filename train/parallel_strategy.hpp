@@ -72,6 +72,9 @@ struct StepShare {
   bool timed = false;                     // the strategy marked its phases on StepWork::timer
 };
 
+// The bytes of units by index, for rebuild(): views of the driver's copies (valid during the call).
+using UnitBytes = std::map<int, std::span<const std::byte>>;
+
 class ParallelStrategy {
  public:
   virtual ~ParallelStrategy() = default;
@@ -103,7 +106,7 @@ class ParallelStrategy {
   virtual Bytes unit_from_full(const FullModel& full, UnitKey u) const = 0;
 
   virtual std::vector<int> restore_units(int of, int n, int r) const = 0;
-  virtual void rebuild(int n, int r, int of, const std::map<int, Bytes>& units) = 0;
+  virtual void rebuild(int n, int r, int of, const UnitBytes& units) = 0;
 
   virtual StepShare step(comm::Communicator& c, const StepWork& work, Pins& pins) = 0;
   // This rank's parameters (their gradients are valid after step()).

@@ -164,7 +164,7 @@ class PipelineStrategy final : public ParallelStrategy {
     for (const UnitKey& u : units_of(n, r)) out.push_back(u.index);
     return out;
   }
-  void rebuild(int n, int r, int /*of*/, const std::map<int, Bytes>& units) override {
+  void rebuild(int n, int r, int /*of*/, const UnitBytes& units) override {
     build(n, r);
     for (int l = stage_->first(); l < stage_->last(); ++l) stage_->unpack_layer(l, units.at(l));
   }

@@ -86,7 +86,7 @@ class TensorStrategy final : public ParallelStrategy {
     for (int k = 0; k < of; ++k) all[static_cast<std::size_t>(k)] = k;
     return all;
   }
-  void rebuild(int n, int r, int of, const std::map<int, Bytes>& units) override {
+  void rebuild(int n, int r, int of, const UnitBytes& units) override {
     FullModel f = make_full_model(cfg_, widths_);
     for (const auto& [k, b] : units) unit_to_full(f, {k, of}, b);
     slice(f, n, r);

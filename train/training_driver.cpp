@@ -502,7 +502,7 @@ class Driver {
     fc::Communicator& c = grp.comm();
     const auto t_move = Clock::now();
     auto& got = *pins_.keep(std::make_shared<std::int64_t>(0));
-    std::map<int, Bytes> units = move_units(c, plan, holdings, got);
+    const UnitBytes units = move_units(c, plan, holdings, got);
     const std::int64_t received = got;
     if (!ev.joined.empty() || ev.committed_min != ev.committed_max) {  // bytes moved between ranks, summed
       fc::allreduce(c, fc::kInPlace, &got, 1, fc::DType::i64, fc::ReduceOp::sum);
@@ -569,8 +569,9 @@ class Driver {
 
   // Each unit of the plan to every active rank of the new grid that needs it and has no copy of
   // its own (from the plan's holder; sizes first, then the bytes; one tag, so MPI's ordering
-  // pairs them). Returns this rank's units; `got` = the bytes it received.
-  std::map<int, Bytes> move_units(fc::Communicator& c, const RestorePlan& plan,
+  // pairs them). Returns this rank's units (views of its store's copies and of the pinned buffers
+  // it received into, both alive until the recovery ends); `got` = the bytes it received.
+  UnitBytes move_units(fc::Communicator& c, const RestorePlan& plan,
                                   const std::vector<std::vector<Holding>>& holdings, std::int64_t& got) {
     const int n = c.size(), me = c.rank();
     std::vector<std::vector<int>> needs(static_cast<std::size_t>(n));
@@ -591,11 +592,11 @@ class Driver {
         sends.push_back(isend_bytes(c, b, r, kRestoreTag));
       }
     }
-    std::map<int, Bytes> mine;
+    UnitBytes mine;
     got = 0;
     for (int u : needs[static_cast<std::size_t>(me)]) {
       const int h = source(u, me);
-      if (h == me) {
+      if (h == me) {  // a view of this rank's copy (the store keeps it until after the rebuild)
         mine[u] = *store_.get(plan.step, {u, plan.of});
         continue;
       }
