@@ -10,14 +10,27 @@
 namespace ftcc::train {
 
 void ReplicaStore::put(std::int64_t step, UnitKey key, Bytes bytes) {
-  m_[step][key] = std::make_shared<Bytes>(std::move(bytes));
+  m_[step][key] = Entry{std::make_shared<Bytes>(std::move(bytes)), {}};
+}
+
+void ReplicaStore::put_lazy(std::int64_t step, UnitKey key, std::function<Bytes()> make) {
+  m_[step][key] = Entry{nullptr, std::move(make)};
+}
+
+void ReplicaStore::drop_unmade() {
+  for (auto s = m_.begin(); s != m_.end();) {
+    std::erase_if(s->second, [](const auto& e) { return !e.second.bytes; });
+    s = s->second.empty() ? m_.erase(s) : std::next(s);
+  }
 }
 
 const std::shared_ptr<Bytes>& ReplicaStore::get(std::int64_t step, UnitKey key) const {
   const auto s = m_.find(step);
   FTCC_INVARIANT(s != m_.end() && s->second.count(key)) << "replica store: no unit " << key.index << " of " << key.of
                                                     << " at step " << step;
-  return s->second.at(key);
+  const Entry& e = s->second.at(key);
+  if (!e.bytes) e.bytes = std::make_shared<Bytes>(e.make());
+  return e.bytes;
 }
 
 bool ReplicaStore::has(std::int64_t step, UnitKey key) const {
@@ -34,7 +47,7 @@ void ReplicaStore::drop_after(std::int64_t step) { m_.erase(m_.upper_bound(step)
 std::size_t ReplicaStore::bytes() const {
   std::size_t b = 0;
   for (const auto& [s, units] : m_)
-    for (const auto& [k, v] : units) b += v->size();
+    for (const auto& [k, e] : units) b += e.bytes ? e.bytes->size() : 0;
   return b;
 }
 

@@ -16,6 +16,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -34,6 +35,11 @@ struct UnitKey {
 class ReplicaStore {
  public:
   void put(std::int64_t step, UnitKey key, Bytes bytes);
+  // An entry whose bytes are made by `make` when first read (get): a rank's live state, packed
+  // only if a restore picks it. The caller drops the entries not made yet (drop_unmade) before
+  // that state changes.
+  void put_lazy(std::int64_t step, UnitKey key, std::function<Bytes()> make);
+  void drop_unmade();
   // The bytes of (step, key); throws ftcc::Error when absent (a planner bug).
   const std::shared_ptr<Bytes>& get(std::int64_t step, UnitKey key) const;
   bool has(std::int64_t step, UnitKey key) const;
@@ -43,12 +49,16 @@ class ReplicaStore {
   void clear() { m_.clear(); }
   // The oldest step held, -1 when none.
   std::int64_t oldest() const { return m_.empty() ? -1 : m_.begin()->first; }
-  std::size_t bytes() const;
+  std::size_t bytes() const;  // of the entries made
   // Every entry as (step, index, of), newest step first.
   std::vector<std::int64_t> encode() const;
 
  private:
-  std::map<std::int64_t, std::map<UnitKey, std::shared_ptr<Bytes>>> m_;
+  struct Entry {
+    mutable std::shared_ptr<Bytes> bytes;  // null until a lazy entry is read
+    std::function<Bytes()> make;           // lazy entries only
+  };
+  std::map<std::int64_t, std::map<UnitKey, Entry>> m_;
 };
 
 struct Holding {

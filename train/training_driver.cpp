@@ -481,6 +481,7 @@ class Driver {
     require_same_replicas("parameters differ between survivors after recovery");
     if (cfg_.on_failure == OnFailure::keep_local_batch)  // from the next epoch on (train_step)
       global_batch_ = std::max<std::int64_t>(1, cfg_.batch * grp.size() / g_.initial_size());
+    store_.drop_unmade();  // the next step changes the live state
     grp.set_committed_step(p_.step - 1);
     replicate();
   }
@@ -492,8 +493,8 @@ class Driver {
   void offer_live_units() {
     if (!built_ || !live_valid_) return;
     recorded_[p_.step] = p_;
-    for (const UnitKey& u : s_->units_of(built_->first, built_->second))
-      if (!store_.has(p_.step, u)) store_.put(p_.step, u, s_->pack(u));
+    for (const UnitKey& u : s_->units_of(built_->first, built_->second))  // packed only if the plan picks it
+      if (!store_.has(p_.step, u)) store_.put_lazy(p_.step, u, [this, u] { return s_->pack(u); });
   }
 
   // The plan's units to the ranks that need them, the position recorded at its step, the rebuild.
@@ -501,9 +502,11 @@ class Driver {
                       const std::vector<std::vector<Holding>>& holdings) {
     fc::Communicator& c = grp.comm();
     const auto t_move = Clock::now();
+    // A rank whose part already holds the plan's step, for the same split, keeps it (dp's
+    // survivors at the newest step: most recoveries); its units then come from nobody.
+    const bool keeps = model_ && built_ == std::pair{grid_.model, position()} && live_valid_ && p_.step == plan.step;
     auto& got = *pins_.keep(std::make_shared<std::int64_t>(0));
-    const UnitBytes units = move_units(c, plan, holdings, got);
-    const std::int64_t received = got;
+    const UnitBytes units = move_units(c, plan, holdings, keeps, got);
     if (!ev.joined.empty() || ev.committed_min != ev.committed_max) {  // bytes moved between ranks, summed
       fc::allreduce(c, fc::kInPlace, &got, 1, fc::DType::i64, fc::ReduceOp::sum);
       grp.record_state_transfer(got, std::chrono::duration<double, std::milli>(Clock::now() - t_move).count());
@@ -511,10 +514,8 @@ class Driver {
     // The cursor, samples seen and digest recorded at that step (checked equal on every survivor).
     const auto at = recorded_.find(plan.step);
     const TrainProgress restored = agree_progress(c, at == recorded_.end() ? nullptr : &at->second, plan.step);
-    // A rank whose part is already that step's, for the same split, keeps it (dp's survivors at
-    // the newest step; no copy received).
-    const bool current = built_ == std::pair{grid_.model, position()} && live_valid_ && p_.step == plan.step && received == 0;
-    if (model_ && !current) {
+    if (model_ && !keeps) {
+      store_.drop_unmade();  // the live state changes now
       s_->rebuild(grid_.model, position(), plan.of, units);
       built_ = {grid_.model, position()};
     }
@@ -544,6 +545,7 @@ class Driver {
                   (cfg_.parallel == Parallel::dp_pp || cfg_.parallel == Parallel::dp_tp ? ", in every model replica" : "") +
                   "): no in-memory copy left";
     live_valid_ = false;  // until the checkpoint's state is in
+    store_.drop_unmade();
     if (model_) build(grid_.model, position());
     if (!ckpt_ || !restore_checkpoint(c, cfg_.checkpoint_dir, "checkpoint")) {
       what += ckpt_ ? "; no valid checkpoint in '" + cfg_.checkpoint_dir + "' to fall back to: training state lost, stopping"
@@ -569,10 +571,11 @@ class Driver {
 
   // Each unit of the plan to every active rank of the new grid that needs it and has no copy of
   // its own (from the plan's holder; sizes first, then the bytes; one tag, so MPI's ordering
-  // pairs them). Returns this rank's units (views of its store's copies and of the pinned buffers
-  // it received into, both alive until the recovery ends); `got` = the bytes it received.
-  UnitBytes move_units(fc::Communicator& c, const RestorePlan& plan,
-                                  const std::vector<std::vector<Holding>>& holdings, std::int64_t& got) {
+  // pairs them). Returns this rank's units (none when it keeps its part: `keeps`; otherwise views
+  // of its store's copies and of the pinned buffers it received into, both alive until the
+  // recovery ends); `got` = the bytes it received.
+  UnitBytes move_units(fc::Communicator& c, const RestorePlan& plan, const std::vector<std::vector<Holding>>& holdings,
+                       bool keeps, std::int64_t& got) {
     const int n = c.size(), me = c.rank();
     std::vector<std::vector<int>> needs(static_cast<std::size_t>(n));
     for (int r = 0; r < grid_.active(); ++r)
@@ -597,7 +600,7 @@ class Driver {
     for (int u : needs[static_cast<std::size_t>(me)]) {
       const int h = source(u, me);
       if (h == me) {  // a view of this rank's copy (the store keeps it until after the rebuild)
-        mine[u] = *store_.get(plan.step, {u, plan.of});
+        if (!keeps) mine[u] = *store_.get(plan.step, {u, plan.of});
         continue;
       }
       auto size = pins_.keep(std::make_shared<std::int64_t>(0));

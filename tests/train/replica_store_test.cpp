@@ -81,5 +81,36 @@ TEST(ReplicaStore, KeepsTheNewestStepsAndEncodesEveryEntry) {
   EXPECT_EQ(s.oldest(), -1);
 }
 
+// A live unit offered to a restore: listed like any copy, packed only when read, and dropped
+// unread once the live state is about to change (drop_unmade keeps what was read).
+TEST(ReplicaStore, LazyEntriesAreMadeOnlyWhenRead) {
+  ReplicaStore st;
+  int made = 0;
+  const auto pack = [&](std::byte v) {
+    return [&made, v] {
+      ++made;
+      return Bytes(3, v);
+    };
+  };
+  st.put(4, {0, 2}, Bytes(2, std::byte{1}));
+  st.put_lazy(5, {0, 2}, pack(std::byte{7}));
+  st.put_lazy(5, {1, 2}, pack(std::byte{8}));
+  EXPECT_EQ(st.encode(), (std::vector<std::int64_t>{5, 0, 2, 5, 1, 2, 4, 0, 2}));
+  EXPECT_TRUE(st.has(5, {1, 2}));
+  EXPECT_EQ(made, 0);
+  EXPECT_EQ(st.bytes(), 2u);
+  EXPECT_EQ(*st.get(5, {1, 2}), Bytes(3, std::byte{8}));
+  EXPECT_EQ(*st.get(5, {1, 2}), Bytes(3, std::byte{8}));
+  EXPECT_EQ(made, 1);
+  EXPECT_EQ(st.bytes(), 5u);
+  st.drop_unmade();
+  EXPECT_FALSE(st.has(5, {0, 2}));
+  EXPECT_TRUE(st.has(5, {1, 2}) && st.has(4, {0, 2}));
+  EXPECT_EQ(made, 1);
+  st.put_lazy(6, {0, 1}, pack(std::byte{9}));
+  st.drop_unmade();  // a step left with nothing is gone
+  EXPECT_EQ(st.encode(), (std::vector<std::int64_t>{5, 1, 2, 4, 0, 2}));
+}
+
 }  // namespace
 }  // namespace ftcc::train
