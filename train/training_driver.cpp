@@ -244,6 +244,7 @@ class Driver {
       log_.note("initial weights from " + cfg_.init_weights + " (fresh optimizer state)");
     }
     require_same_replicas("initial parameters differ between ranks");
+    if (dp_) reducer();  // its arena now, not inside the first step (the steps' peak memory)
     live_valid_ = true;
     g_.set_committed_step(p_.step - 1);
     replicate();
@@ -482,6 +483,7 @@ class Driver {
     if (cfg_.on_failure == OnFailure::keep_local_batch)  // from the next epoch on (train_step)
       global_batch_ = std::max<std::int64_t>(1, cfg_.batch * grp.size() / g_.initial_size());
     store_.drop_unmade();  // the next step changes the live state
+    if (dp_) reducer();
     grp.set_committed_step(p_.step - 1);
     replicate();
   }

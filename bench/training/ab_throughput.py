@@ -3,11 +3,12 @@
 hybrid model of mp_bench.py's hybrid section, so that a change is measured against its baseline
 under the same load. Not a test; run by hand:
 
-    bench/training/ab_throughput.py BUILD_A BUILD_B [--repeat 5] [--ranks 4]
+    bench/training/ab_throughput.py BUILD_A BUILD_B [--repeat 5] [--ranks 4] [--all-modes]
 
 Prints one table row per mode: medians of FTCC_SUMMARY's step_samples_per_s over --repeat runs
-of each build, and B/A. dp is the control: code that a change of the model-parallel modes does
-not touch shows the noise of the machine.
+of each build, B/A, and the smallest and largest of the runs' paired ratios. dp is the control:
+code that a change of the model-parallel modes does not touch shows the noise of the machine.
+--all-modes adds pp (GPipe, 1F1B) and tp, for a change of the loop every mode runs.
 """
 import json, os, statistics, subprocess, sys
 
@@ -22,6 +23,10 @@ modes = {"dp x pp (pp 2, 1f1b)": ["--parallel", "dp,pp", "--pp-size", "2", "--mi
                                   "--schedule", "1f1b"],
          "dp x tp (tp 2)": ["--parallel", "dp,tp", "--tp-size", "2"],
          "dp (control)": ["--parallel", "dp"]}
+if "--all-modes" in sys.argv:
+    modes.update({"pp gpipe": ["--parallel", "pp", "--micro-batches", "8"],
+                  "pp 1f1b": ["--parallel", "pp", "--micro-batches", "8", "--schedule", "1f1b"],
+                  "tp": ["--parallel", "tp"]})
 
 
 def steady(build, mode):
@@ -34,12 +39,13 @@ def steady(build, mode):
 
 
 got = {}
-for _ in range(repeat):
+for r in range(repeat):
     for name, mode in modes.items():
-        for build in (a_build, b_build):
+        for build in ((a_build, b_build) if r % 2 == 0 else (b_build, a_build)):  # the order turns
             got.setdefault((name, build), []).append(steady(build, mode))
-print(f"| mode | ranks | A samples/s | B samples/s | B/A | runs each |")
-print("|---|---|---|---|---|---|")
+print(f"| mode | ranks | A samples/s | B samples/s | B/A | paired B/A, min and max | runs each |")
+print("|---|---|---|---|---|---|---|")
 for name in modes:
     a, b = (statistics.median(got[(name, build)]) for build in (a_build, b_build))
-    print(f"| {name} | {n} | {a:,.0f} | {b:,.0f} | {b / a:.2f} | {repeat} |", flush=True)
+    pairs = [y / x for x, y in zip(got[(name, a_build)], got[(name, b_build)])]
+    print(f"| {name} | {n} | {a:,.0f} | {b:,.0f} | {b / a:.2f} | {min(pairs):.2f}, {max(pairs):.2f} | {repeat} |", flush=True)
