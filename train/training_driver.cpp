@@ -588,13 +588,17 @@ class Driver {
     std::vector<fc::P2PRequest> sends;
     for (int u = 0; u < plan.of; ++u) {
       if (plan.holder[static_cast<std::size_t>(u)] != me) continue;
-      const Bytes& b = *pins_.keep(store_.get(plan.step, {u, plan.of}));
-      auto size = pins_.keep(std::make_shared<std::int64_t>(static_cast<std::int64_t>(b.size())));
+      const Bytes* b = nullptr;  // read (a live unit: packed) only when some rank needs it from here
+      std::shared_ptr<std::int64_t> size;
       for (int r = 0; r < n; ++r) {
         const auto& need = needs[static_cast<std::size_t>(r)];
         if (r == me || source(u, r) != me || std::find(need.begin(), need.end(), u) == need.end()) continue;
+        if (!b) {
+          b = pins_.keep(store_.get(plan.step, {u, plan.of})).get();
+          size = pins_.keep(std::make_shared<std::int64_t>(static_cast<std::int64_t>(b->size())));
+        }
         sends.push_back(c.isend(size.get(), 1, fc::DType::i64, r, kRestoreSizeTag));
-        sends.push_back(isend_bytes(c, b, r, kRestoreTag));
+        sends.push_back(isend_bytes(c, *b, r, kRestoreTag));
       }
     }
     UnitBytes mine;
