@@ -74,6 +74,12 @@ class Driver {
     g_.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) { recover(grp, ev); });
     // A hot spare waits; once it takes a lost rank's place, the hook above has rebuilt its part
     // from the survivors' copies like any survivor's (its replica store is empty: it holds no copy).
+    // Where every part is the whole model (dp) it builds that part now, so that the heal only
+    // writes the state into it (it is no copy of anything until then: built_ stays empty).
+    if (g_.is_spare() && s_->max_split() == 1) {
+      s_->build(1, 0);
+      reducer();  // and the gradient arena
+    }
     if (g_.is_spare() && !g_.wait_as_spare()) return TrainSummary{};
     double last_loss = 0;
     Figures fig;
