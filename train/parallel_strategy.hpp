@@ -115,8 +115,9 @@ class ParallelStrategy {
   // The whole model, when this rank holds it (dp): every rank then evaluates its share of the data
   // at the end. Null otherwise (the driver gathers the units on rank 0).
   virtual nn::Module* whole_model() { return nullptr; }
-  // Whether step() runs one backward over its rows (dp without --deterministic): the driver then
-  // overlaps the replicas' gradient sum with it (GradientReducer::begin_overlap).
+  // Whether step() runs one backward over its rows whenever the replicas' sum is not exact (dp;
+  // under --deterministic each micro-batch has its own): the driver then overlaps the sum with it
+  // (GradientReducer::begin_overlap).
   virtual bool one_backward() const { return false; }
 };
 
