@@ -219,6 +219,25 @@ class Job:
     def tail(self, n=25):
         return "\n".join(line for _, line in self.lines[-n:])
 
+    def not_started(self, what):
+        """A job that printed no step within the wait: fails `what` with what ran on each host at
+        that moment, the links, and what tools/ftcc-run then said (its start-up deadline, 120 s
+        like the wait, names the ranks that did not come up)."""
+        ran = {}
+        for i in range(1, n_hosts + 1):
+            names = []
+            for pid in ns_pids(f"h{i}"):
+                try:
+                    with open(f"/proc/{pid}/comm") as f:
+                        names.append(f.read().strip())
+                except OSError:
+                    pass
+            ran[f"h{i}"] = sorted(names)
+        links = hosts("status", check_rc=False).replace("\n", "; ")
+        rc = self.finish(30)
+        check(False, f"{what}: training started (ftcc-run exit {rc}; processes by host {ran}; {links}; "
+                     f"output:\n{self.tail()})")
+
 
 def fault_free(epochs):
     j = Job(["--epochs", str(epochs)])
@@ -284,8 +303,7 @@ def _host_fault_case(name, host, delay, victim, lost_all, job_dir):
     j = Job(["--epochs", str(EPOCHS)], job_dir=job_dir)
     started = j.wait_for(r"^step \d+/", 120)
     if started is None:
-        check(False, f"{name}: training started ({j.tail()})")
-        j.finish(5)
+        j.not_started(name)
         return
     time.sleep(delay)
     stopped = []
@@ -378,8 +396,7 @@ def spare_host_case():
     training = ranks - per_host
     j = Job(["--epochs", str(EPOCHS), "--spares", str(per_host)])
     if j.wait_for(r"^step \d+/", 120) is None:
-        check(False, f"{name}: training started ({j.tail()})")
-        j.finish(5)
+        j.not_started(name)
         return
     t_fault = time.monotonic()
     hosts("crash", victim)
@@ -430,8 +447,7 @@ def quorum_lost_case():
         j = Job(["--epochs", str(EPOCHS), "--checkpoint-dir", ck, "--checkpoint-every", "20"], on=on)
         started = j.wait_for(r"^step \d+/", 120)
         if started is None:
-            check(False, f"{name}: training started on {'+'.join(on)} ({j.tail()})")
-            j.finish(5)
+            j.not_started(f"{name} on {'+'.join(on)}")
             return
         hosts("partition", victim)
         t_cut = time.monotonic()
@@ -544,8 +560,7 @@ def launcher_lost_case():
     try:
         j = Job(["--steps", str(steps), "--checkpoint-dir", ck, "--checkpoint-every", "500"])
         if j.wait_for(r"^step \d+/", 120) is None:
-            check(False, f"{name}: training started ({j.tail()})")
-            j.finish(5)
+            j.not_started(name)
             return
         # The launcher's host goes silent (no FIN or RST reaches the hosts), then its mpirun dies.
         for r in rules:
