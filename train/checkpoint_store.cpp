@@ -142,7 +142,7 @@ CheckpointStore::CheckpointStore(std::string dir, const TrainConfig& run, const 
 
 std::string CheckpointStore::save(const CheckpointInfo& info, const nn::Module& model, const optim::Optimizer& opt,
                                   const std::function<void()>& before_commit) const {
-  const std::string stem = (fs::path(dir_) / stem_of(info.step)).string();
+  const std::string stem = (fs::path(dir_) / stem_of(info.step())).string();
   std::string data_path = stem + ".safetensors";  // not const: returned, so moved out
   const std::string meta_path = stem + ".json";
   const std::string tmp_data = data_path + ".tmp";
@@ -157,7 +157,7 @@ std::string CheckpointStore::save(const CheckpointInfo& info, const nn::Module& 
     try {
       errno = 0;
       optim::save_checkpoint(tmp_data, model, &opt,
-                             {{"step", std::to_string(info.step)}, {"config_hash", info.config_hash}});
+                             {{"step", std::to_string(info.step())}, {"config_hash", info.config_hash}});
     } catch (const ftcc::InvalidArgument&) {
       throw;  // a bad tensor name: a bug, not the disk
     } catch (const ftcc::IoError&) {
@@ -169,16 +169,12 @@ std::string CheckpointStore::save(const CheckpointInfo& info, const nn::Module& 
     }
     fsync_file(tmp_data);
     nlohmann::json j{{"format", kCheckpointFormat},
-                     {"step", info.step},
-                     {"epoch", info.epoch},
-                     {"cursor_step", info.cursor_step},
-                     {"samples_seen", info.samples_seen},
-                     {"samples_digest", data::digest_hex(info.samples_digest)},
                      {"world_size", info.world_size},
                      {"seed", info.seed},
                      {"config_hash", info.config_hash},
                      {"file", fs::path(data_path).filename().string()},
                      {"sha256", file_sha256(tmp_data)}};
+    info.progress.write_to(j);
     if (run_) j["config"] = run_->to_json();
     j["record_sha256"] = record_digest(j);
     write_durably(tmp_meta, j.dump(1) + "\n");
@@ -198,7 +194,7 @@ std::string CheckpointStore::save(const CheckpointInfo& info, const nn::Module& 
     drop_temporaries();
     throw;
   }
-  if (run_ && run_->keep_checkpoints > 0) keep_newest(info.step);
+  if (run_ && run_->keep_checkpoints > 0) keep_newest(info.step());
   return data_path;
 }
 
@@ -317,11 +313,7 @@ std::optional<ReadRecord> read_record(const fs::path& m, const Notes& skip) {
       return std::nullopt;
     }
     CheckpointInfo& info = r.info;
-    info.step = j.at("step").get<std::int64_t>();
-    info.epoch = j.at("epoch").get<std::int64_t>();
-    info.cursor_step = j.at("cursor_step").get<std::int64_t>();
-    info.samples_seen = j.at("samples_seen").get<std::int64_t>();
-    if (j.contains("samples_digest")) info.samples_digest = data::parse_digest_hex(j.at("samples_digest").get<std::string>());
+    info.progress = TrainProgress::read_from(j);
     info.world_size = j.at("world_size").get<int>();
     info.seed = j.at("seed").get<std::uint64_t>();
     info.config_hash = j.at("config_hash").get<std::string>();

@@ -48,19 +48,17 @@
 #include "ftcc/nn/module.hpp"
 #include "ftcc/optim/optimizer.hpp"
 #include "ftcc/train/train_config.hpp"
+#include "ftcc/train/training_progress.hpp"
 
 namespace ftcc::train {
 
 struct CheckpointInfo {
-  std::int64_t step = 0;          // global steps committed
-  std::int64_t epoch = 0;         // data cursor
-  std::int64_t cursor_step = 0;
-  std::int64_t samples_seen = 0;
+  TrainProgress progress;  // the position the checkpoint holds (its step is the checkpoint's)
   int world_size = 0;
   std::uint64_t seed = 0;
   std::string config_hash;
-  std::string path;               // the .safetensors file
-  std::uint64_t samples_digest = 0;  // data::SampleTally digest of the samples seen (0 in older checkpoints)
+  std::string path;        // the .safetensors file
+  std::int64_t step() const { return progress.step; }
 };
 
 // The record format save() writes, and the older one newest_valid() still reads.
@@ -86,11 +84,11 @@ class CheckpointStore {
                   StoreAccess access = StoreAccess::write);
   const std::string& dir() const { return dir_; }
 
-  // Writes the checkpoint of info.step; returns the .safetensors path. before_commit (if set) runs
+  // Writes the checkpoint of info.step(); returns the .safetensors path. before_commit (if set) runs
   // after both files are written and fsync'ed, before they are renamed into place: by throwing it
   // stops the commit (the temporaries are removed). Then the newest run.keep_checkpoints complete
   // checkpoints are kept (the one just written among them) and older ones deleted; checkpoints of
-  // later steps than info.step are left alone. Throws ftcc::IoError on any I/O failure.
+  // later steps than info.step() are left alone. Throws ftcc::IoError on any I/O failure.
   std::string save(const CheckpointInfo& info, const nn::Module& model, const optim::Optimizer& opt,
                    const std::function<void()>& before_commit = {}) const;
   std::optional<CheckpointInfo> newest_valid(const std::function<void(const std::string& note)>& notes = {}) const;

@@ -37,15 +37,22 @@ data::Batch all_of(const data::Dataset& d, Device dev) {
 }
 
 // Rank 0's verdict of a start-up step, broadcast: status (1 done, 0 nothing there, -1 error), the
-// progress words, and a message (the file read, or the error). Lives in a comm::KeptBuffer, as
-// every buffer of this file's collectives does: a failure that interrupts them leaves it alive.
+// progress it read (TrainProgress::words), and a message (the file read, or the error). Lives in a
+// comm::KeptBuffer, as every buffer of this file's collectives does: a failure that interrupts
+// them leaves it alive.
 struct Verdict {
-  std::int64_t head[6] = {0, 0, 0, 0, 0, 0};  // status, step, epoch, cursor step, samples, samples digest
+  static constexpr std::size_t kHead = 1 + TrainProgress::kWords;
+  std::array<std::int64_t, kHead> head{};  // status, then the progress words
   std::array<char, 1024> message{};
   void set_message(const std::string& m) { std::snprintf(message.data(), message.size(), "%s", m.c_str()); }
+  void set_progress(const TrainProgress& p) {
+    const auto w = p.words();
+    std::copy(w.begin(), w.end(), head.begin() + 1);
+  }
+  TrainProgress progress() const { return TrainProgress::from_words(head.data() + 1); }
   // Every rank gets rank 0's verdict; an error is thrown on every rank alike.
   void share(fc::Communicator& c) {
-    fc::broadcast(c, head, 6, fc::DType::i64, 0);
+    fc::broadcast(c, head.data(), head.size(), fc::DType::i64, 0);
     fc::broadcast(c, message.data(), message.size() / 8, fc::DType::i64, 0);
     if (head[0] == -1) throw ftcc::InvalidArgument(std::string(message.data()));
   }
@@ -89,31 +96,34 @@ void remove_stale_temporaries(const CheckpointStore& store, const recovery::Resi
 }
 
 TrainProgress agree_progress(fc::Communicator& c, const TrainProgress* mine, std::int64_t step) {
-  constexpr std::size_t kWords = 6;
-  // has it, cursor epoch and step, step, samples, digest (zeros: value-initialized)
-  const fc::KeptBuffer<std::array<std::int64_t, kWords>> row;
-  if (mine)
-    *row = {1, mine->cursor.epoch, mine->cursor.step, mine->step, mine->samples_seen,
-            std::bit_cast<std::int64_t>(mine->samples_digest)};
+  constexpr std::size_t kWords = 1 + TrainProgress::kWords;  // has it, then the progress words
+  const fc::KeptBuffer<std::array<std::int64_t, kWords>> row;  // zeros: value-initialized
+  if (mine) {
+    (*row)[0] = 1;
+    const auto w = mine->words();
+    std::copy(w.begin(), w.end(), row->begin() + 1);
+  }
   const fc::KeptBuffer<std::vector<std::int64_t>> kept_all(kWords * static_cast<std::size_t>(c.size()));
   const std::vector<std::int64_t>& all = *kept_all;
   fc::allgather(c, row->data(), kept_all->data(), kWords, fc::DType::i64);
-  const std::int64_t* chosen = nullptr;
+  int chosen = -1;
+  TrainProgress agreed;
   for (int r = 0; r < c.size(); ++r) {
     const std::int64_t* e = &all[kWords * static_cast<std::size_t>(r)];
     if (!e[0]) continue;
-    if (!chosen) chosen = e;
-    else if (!std::equal(e, e + kWords, chosen))
+    const TrainProgress theirs = TrainProgress::from_words(e + 1);
+    if (chosen < 0) {
+      chosen = r;
+      agreed = theirs;
+    } else if (theirs != agreed) {
       throw ftcc::Error("ranks disagree on the training progress at step " + std::to_string(step) + ": rank " +
-                        std::to_string((chosen - all.data()) / static_cast<std::ptrdiff_t>(kWords)) + " at step " +
-                        std::to_string(chosen[3]) + " with " + std::to_string(chosen[4]) + " samples seen (digest " +
-                        data::digest_hex(std::bit_cast<std::uint64_t>(chosen[5])) + "), rank " + std::to_string(r) +
-                        " at step " + std::to_string(e[3]) + " with " + std::to_string(e[4]) + " (digest " +
-                        data::digest_hex(std::bit_cast<std::uint64_t>(e[5])) + ")");
+                        std::to_string(chosen) + " at " + agreed.describe() + ", rank " + std::to_string(r) + " at " +
+                        theirs.describe());
+    }
   }
-  if (!chosen) throw ftcc::Error("no survivor recorded the training progress of step " + std::to_string(step));
-  FTCC_INVARIANT(chosen[3] == step) << "progress recorded for step " << chosen[3] << ", rolling back to " << step;
-  return TrainProgress{{chosen[1], chosen[2]}, chosen[3], chosen[4], std::bit_cast<std::uint64_t>(chosen[5])};
+  if (chosen < 0) throw ftcc::Error("no survivor recorded the training progress of step " + std::to_string(step));
+  FTCC_INVARIANT(agreed.step == step) << "progress recorded for step " << agreed.step << ", rolling back to " << step;
+  return agreed;
 }
 
 std::vector<int> ranks_differing(fc::Communicator& c, const Digest& mine) {
@@ -304,11 +314,7 @@ std::optional<StartPoint> load_checkpoint_on_rank0(fc::Communicator& c, const st
         FTCC_INVARIANT(model && opt) << "load_checkpoint_on_rank0: rank 0 has no model to load into";
         CheckpointStore::load(*info, *model, *opt);  // validates everything before changing anything
         v.head[0] = 1;
-        v.head[1] = info->step;
-        v.head[2] = info->epoch;
-        v.head[3] = info->cursor_step;
-        v.head[4] = info->samples_seen;
-        v.head[5] = std::bit_cast<std::int64_t>(info->samples_digest);
+        v.set_progress(info->progress);
         v.set_message(info->path);
       }
     } catch (const std::exception& e) {
@@ -318,8 +324,7 @@ std::optional<StartPoint> load_checkpoint_on_rank0(fc::Communicator& c, const st
   }
   v.share(c);
   if (v.head[0] == 0) return std::nullopt;
-  return StartPoint{TrainProgress{{v.head[2], v.head[3]}, v.head[1], v.head[4], std::bit_cast<std::uint64_t>(v.head[5])},
-                    std::string(v.message.data())};
+  return StartPoint{v.progress(), std::string(v.message.data())};
 }
 
 void load_init_weights_on_rank0(fc::Communicator& c, const TrainConfig& cfg, nn::Module* model) {

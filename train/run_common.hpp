@@ -1,7 +1,7 @@
-// train/run_common.hpp: what the three trainers (dp, and the pp/tp strategies of the model-parallel
-// driver) share: the training position, the summary, the errors, the factories of the optimizer
-// and the model, evaluation, the cross-rank configuration check, and the start-up step in which
-// rank 0 reads a checkpoint (or an initial weights file) and every rank learns its verdict.
+// train/run_common.hpp: what the training driver and the tools share: the summary, the errors, the
+// factories of the optimizer and the model, evaluation, the cross-rank configuration and progress
+// checks (the position itself is TrainProgress, training_progress.hpp), and the start-up step in
+// which rank 0 reads a checkpoint (or an initial weights file) and every rank learns its verdict.
 //
 // Every function taking a Communicator is collective over it and gives every rank the same
 // result or the same exception (the verdicts are broadcast before anyone throws).
@@ -31,24 +31,9 @@
 #include "ftcc/train/run_log.hpp"
 #include "ftcc/train/state_hash.hpp"
 #include "ftcc/train/train_config.hpp"
+#include "ftcc/train/training_progress.hpp"
 
 namespace ftcc::train {
-
-// The training position that must be identical on every rank after each committed step: the data
-// cursor, the steps committed, and what those steps fed to the model (samples_seen and
-// samples_digest: a data::SampleTally, counted from the rows actually consumed, summed over the
-// ranks). Restored with the model after a failure or on --resume.
-struct TrainProgress {
-  data::Cursor cursor;
-  std::int64_t step = 0;          // global steps committed
-  std::int64_t samples_seen = 0;
-  std::uint64_t samples_digest = 0;
-  data::SampleTally tally() const { return {samples_seen, samples_digest}; }
-  void add(const data::SampleTally& t) {
-    samples_seen += t.count;
-    samples_digest += t.digest;
-  }
-};
 
 struct TrainSummary {
   std::string loss_name;      // the training loss: "mse" or "cross-entropy" (--loss)

@@ -282,9 +282,7 @@ class Driver {
     if (ckpt_ && cfg_.checkpoint_every > 0 && p_.step % cfg_.checkpoint_every == 0) {
       gather_full(c);
       if (c.rank() == 0) {
-        CheckpointInfo info{p_.step, p_.cursor.epoch, p_.cursor.step, p_.samples_seen, c.size(), cfg_.seed,
-                            to_hex(cfg_hash_), ""};
-        info.samples_digest = p_.samples_digest;
+        const CheckpointInfo info{p_, c.size(), cfg_.seed, to_hex(cfg_hash_), ""};
         log_.checkpoint(p_.step, ckpt_->save(info, *full_.model, *full_.opt, commit_check(g_, p_.step)));
       }
     }

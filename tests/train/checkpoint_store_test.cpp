@@ -36,8 +36,9 @@ class CheckpointStoreTest : public ::testing::Test {
     auto model = ftcc::nn::mlp(widths_, ftcc::nn::Activation::ReLU, cfg_.seed);
     ftcc::optim::SGD opt(model->named_parameters(), {.lr = cfg_.lr, .momentum = cfg_.momentum});
     CheckpointStore store(dir_.string(), cfg_, widths_);
-    CheckpointInfo info{step, 0, step, step * 64, 2, cfg_.seed, "hash", ""};
-    info.samples_digest = 0x1234 + static_cast<std::uint64_t>(step);
+    const CheckpointInfo info{{.cursor = {0, step}, .step = step, .samples_seen = step * 64,
+                               .samples_digest = 0x1234 + static_cast<std::uint64_t>(step)},
+                              2, cfg_.seed, "hash", ""};
     return store.save(info, *model, opt, before_commit);
   }
   nlohmann::json record(std::int64_t step) const {
@@ -111,21 +112,21 @@ TEST_F(CheckpointStoreTest, AnEditedRecordIsSkippedWithANoteAndTheOlderOneResume
     std::vector<std::string> notes;
     const auto info = newest(&notes);
     ASSERT_TRUE(info.has_value()) << field;
-    EXPECT_EQ(info->step, 5) << field;
+    EXPECT_EQ(info->step(), 5) << field;
     ASSERT_EQ(notes.size(), 1u) << field;
     EXPECT_EQ(notes[0], "skipping checkpoint " + (dir_ / name(10, ".json")).string() +
                             ": its record does not verify (record_sha256 mismatch): " + name(10, ".json") +
                             " was edited or damaged")
         << field;
     write_record(10, good);
-    EXPECT_EQ(newest()->step, 10) << field;
+    EXPECT_EQ(newest()->step(), 10) << field;
   }
   // A record without its digest, or a new record whose format was set back to 1.
   nlohmann::json j = record(10);
   j.erase("record_sha256");
   write_record(10, j);
   std::vector<std::string> notes;
-  EXPECT_EQ(newest(&notes)->step, 5);
+  EXPECT_EQ(newest(&notes)->step(), 5);
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("has no record_sha256"), std::string::npos) << notes[0];
   j = record(5);
@@ -147,8 +148,8 @@ TEST_F(CheckpointStoreTest, AnEditedRecordWithItsDigestRecomputedVerifies) {
   write_record(5, j);
   const auto info = newest();
   ASSERT_TRUE(info.has_value());
-  EXPECT_EQ(info->epoch, 1);
-  EXPECT_EQ(info->samples_digest, 0x1234u + 5);
+  EXPECT_EQ(info->progress.cursor.epoch, 1);
+  EXPECT_EQ(info->progress.samples_digest, 0x1234u + 5);
 }
 
 TEST_F(CheckpointStoreTest, AnOldFormatRecordIsResumedWithANote) {

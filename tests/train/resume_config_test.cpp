@@ -246,7 +246,7 @@ class StoreTest : public ::testing::Test {
     auto model = ftcc::nn::mlp(widths_, ftcc::nn::Activation::ReLU, cfg.seed);
     ftcc::optim::SGD opt(model->named_parameters(), {.lr = cfg.lr, .momentum = cfg.momentum});
     CheckpointStore store(dir_.string(), cfg, widths_);
-    store.save(CheckpointInfo{step, 0, step, step * cfg.batch, 2, cfg.seed, "hash", ""}, *model, opt);
+    store.save(CheckpointInfo{{.cursor = {0, step}, .step = step, .samples_seen = step * cfg.batch}, 2, cfg.seed, "hash", ""}, *model, opt);
   }
   std::map<std::string, std::string> contents() const {
     std::map<std::string, std::string> m;
@@ -305,7 +305,7 @@ TEST_F(StoreTest, RefusesAnotherConfigurationAndChangesNothing) {
   now.steps = 100;
   const auto info = CheckpointStore(dir_.string(), now, widths_).newest_valid();
   ASSERT_TRUE(info.has_value());
-  EXPECT_EQ(info->step, 10);
+  EXPECT_EQ(info->step(), 10);
   // A store that knows no configuration (tools, fuzzing) only reads.
   EXPECT_TRUE(CheckpointStore(dir_.string()).newest_valid().has_value());
 }
@@ -363,7 +363,7 @@ TEST_F(StoreTest, SkippedCheckpointsAreNotedAndAMalformedConfigurationIsUnreadab
   std::vector<std::string> notes;
   const auto info = CheckpointStore(dir_.string(), cfg, widths_).newest_valid([&](const std::string& n) { notes.push_back(n); });
   ASSERT_TRUE(info.has_value());
-  EXPECT_EQ(info->step, 5);
+  EXPECT_EQ(info->step(), 5);
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_EQ(notes[0].rfind("skipping checkpoint " + meta.string() + ": unreadable metadata", 0), 0u) << notes[0];
 }
