@@ -10,7 +10,12 @@
 namespace ftcc::train {
 
 void ReplicaStore::put(std::int64_t step, UnitKey key, Bytes bytes) {
-  m_[step][key] = Entry{std::make_shared<Bytes>(std::move(bytes)), {}};
+  put(step, key, std::make_shared<Bytes>(std::move(bytes)));
+}
+
+void ReplicaStore::put(std::int64_t step, UnitKey key, std::shared_ptr<Bytes> bytes) {
+  FTCC_INVARIANT(bytes) << "replica store: null bytes for unit " << key.index << " of " << key.of;
+  m_[step][key] = Entry{std::move(bytes), {}};
 }
 
 void ReplicaStore::put_lazy(std::int64_t step, UnitKey key, std::function<Bytes()> make) {

@@ -35,6 +35,8 @@ struct UnitKey {
 class ReplicaStore {
  public:
   void put(std::int64_t step, UnitKey key, Bytes bytes);
+  // The same, sharing bytes the caller may still read (a send from them in flight).
+  void put(std::int64_t step, UnitKey key, std::shared_ptr<Bytes> bytes);
   // An entry whose bytes are made by `make` when first read (get): a rank's live state, packed
   // only if a restore picks it. The caller drops the entries not made yet (drop_unmade) before
   // that state changes.

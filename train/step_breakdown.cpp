@@ -13,6 +13,7 @@ const char* phase_name(Phase p) {
     case Phase::exposed_comm: return "exposed_comm";
     case Phase::optimizer: return "optimizer";
     case Phase::compute: return "compute";
+    case Phase::snapshot: return "snapshot";
   }
   return "?";
 }

@@ -13,8 +13,10 @@
 // with overlap also starts bucket allreduces), exposed_comm (waiting for the reductions after
 // backward, plus the step's statistics allreduce: communication that did not overlap), optimizer;
 // compute (pp and tp: forward and backward together, as a pipeline or tensor-parallel step
-// interleaves them with its point-to-point sends and its pairs' allreduces). to_json() names only
-// the phases a trainer marks: dp's five, or pp/tp's data, compute, exposed_comm, optimizer.
+// interleaves them with its point-to-point sends and its pairs' allreduces); snapshot (pp, tp and
+// the hybrids: packing this rank's units and swapping them with its buddies after the commit, at
+// each --replicate-every step). to_json() names only the phases a trainer marks: dp's five, or
+// pp/tp's data, compute, exposed_comm, optimizer, snapshot.
 // Wall-clock time on a steady clock, taken on the host: on an oversubscribed machine a phase
 // includes the time the rank was descheduled, and with --device cuda a phase measures what the
 // host spends (launching kernels); device time shows where the host waits for the device (the
@@ -30,8 +32,8 @@
 
 namespace ftcc::train {
 
-enum class Phase : std::size_t { data, forward, backward, exposed_comm, optimizer, compute };
-inline constexpr std::size_t kPhases = 6;
+enum class Phase : std::size_t { data, forward, backward, exposed_comm, optimizer, compute, snapshot };
+inline constexpr std::size_t kPhases = 7;
 inline constexpr std::size_t kStepWindow = 4096;
 const char* phase_name(Phase p);
 

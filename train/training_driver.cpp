@@ -279,6 +279,7 @@ class Driver {
     const StepShare share = model_ ? compute(c, ids) : StepShare{};
     const double loss = commit(c, share, static_cast<std::int64_t>(ids.size()), report);
     if (p_.step % cfg_.replicate_every == 0) replicate();
+    timer_.end_step();  // a checkpoint's write is not part of the step
     if (ckpt_ && cfg_.checkpoint_every > 0 && p_.step % cfg_.checkpoint_every == 0) {
       gather_full(c);
       if (c.rank() == 0) {
@@ -340,7 +341,6 @@ class Driver {
     p_.cursor = sampler_->next(p_.cursor);
     ++p_.step;
     g_.set_committed_step(p_.step - 1);
-    timer_.end_step();
     return stats[0];
   }
 
@@ -368,7 +368,9 @@ class Driver {
 
   // Snapshot this rank's units at the current step, send them to the next --replicas ranks of its
   // replica (ring) and keep theirs. With several replicas, the other replicas' snapshots of the
-  // same units are copies too (--replicas 0 relies on them alone).
+  // same units are copies too (--replicas 0 relies on them alone). Each unit travels as a message
+  // of its own, sent from the bytes the store keeps and received into the bytes it will keep: the
+  // packing is the only copy this side of MPI.
   void replicate() {
     recorded_[p_.step] = p_;
     if (grid_.model == 1) {  // every active rank holds whole models: its live state is the copy (offer_live_units)
@@ -379,36 +381,33 @@ class Driver {
     if (model_) {
       fc::Communicator& mc = *model_;
       const int n = mc.size(), me = mc.rank();
-      Bytes& mine = *pins_.keep(std::make_shared<Bytes>());
       auto& sizes = *pins_.keep(std::make_shared<std::vector<std::int64_t>>());
+      std::vector<std::shared_ptr<Bytes>> mine;
       for (const UnitKey& u : s_->units_of(n, me)) {
-        Bytes b = s_->pack(u);
-        sizes.push_back(static_cast<std::int64_t>(b.size()));
-        mine.insert(mine.end(), b.begin(), b.end());
-        store_.put(p_.step, u, std::move(b));
+        mine.push_back(pins_.keep(std::make_shared<Bytes>(s_->pack(u))));
+        sizes.push_back(static_cast<std::int64_t>(mine.back()->size()));
+        store_.put(p_.step, u, mine.back());
       }
       const int k = std::min(cfg_.replicas, n - 1);
       for (int j = 1; j <= k; ++j) {
         const int dst = (me + j) % n, src = (me - j + n) % n;
         const auto theirs = s_->units_of(n, src);
         auto& their_sizes = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(theirs.size()));
-        auto s1 = mc.isend(sizes.data(), sizes.size(), fc::DType::i64, dst, kReplicaSizeTag + j);
-        auto s2 = isend_bytes(mc, mine, dst, kReplicaTag + j);
+        std::vector<fc::P2PRequest> sends;
+        sends.push_back(mc.isend(sizes.data(), sizes.size(), fc::DType::i64, dst, kReplicaSizeTag + j));
+        for (const auto& b : mine) sends.push_back(isend_bytes(mc, *b, dst, kReplicaTag + j));
         mc.recv(their_sizes.data(), their_sizes.size(), fc::DType::i64, src, kReplicaSizeTag + j);
-        std::int64_t total = 0;
-        for (auto s : their_sizes) total += s;
-        Bytes& payload = pins_.bytes(static_cast<std::size_t>(total));
-        recv_bytes(mc, payload, src, kReplicaTag + j);
-        s1.wait();
-        s2.wait();
-        std::size_t off = 0;
-        for (std::size_t i = 0; i < theirs.size(); ++i) {
-          const auto sz = static_cast<std::size_t>(their_sizes[i]);
-          store_.put(p_.step, theirs[i], Bytes(payload.begin() + static_cast<std::ptrdiff_t>(off),
-                                               payload.begin() + static_cast<std::ptrdiff_t>(off + sz)));
-          off += sz;
+        std::vector<std::shared_ptr<Bytes>> got;
+        std::vector<fc::P2PRequest> recvs;
+        for (const std::int64_t size : their_sizes) {
+          got.push_back(pins_.keep(std::make_shared<Bytes>(static_cast<std::size_t>(size))));
+          recvs.push_back(irecv_bytes(mc, *got.back(), src, kReplicaTag + j));  // in order: MPI does not reorder
         }
+        for (auto& r : recvs) r.wait();
+        for (auto& r : sends) r.wait();
+        for (std::size_t i = 0; i < theirs.size(); ++i) store_.put(p_.step, theirs[i], got[i]);
       }
+      timer_.mark(Phase::snapshot);
     }
     store_.keep_newest(2);
     const std::int64_t oldest = store_.oldest();

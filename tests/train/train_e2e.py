@@ -740,9 +740,9 @@ def pp_fault_free_matches_single_process():
     check(set(pp4) == set(base), f"pp and dp summaries: the same fields (differ: {sorted(set(pp4) ^ set(base))})")
     check(base["grid"] == "1 rank" and pp4["grid"] == "1 replica x 4 ranks", f"grid: dp {base['grid']!r}, pp {pp4['grid']!r}")
     ms = pp4["step_ms"]
-    phases = ("data", "compute", "exposed_comm", "optimizer")
+    phases = ("data", "compute", "exposed_comm", "optimizer", "snapshot")
     check(ms is not None and set(ms) == {"steps", "total", *phases} and ms["steps"] == pp4["steps"] - 1
-          and ms["compute"] > 0 and sum(ms[p] for p in phases) <= ms["total"] * 1.15 + 1e-3,
+          and ms["compute"] > 0 and ms["snapshot"] > 0 and sum(ms[p] for p in phases) <= ms["total"] * 1.15 + 1e-3,
           f"pp step_ms: {ms}")
     split = pp4["wall_split_s"]
     check(split is not None and 0 < split["data"] <= split["setup"] < pp4["wall_s"] and split["steps"] > 0
