@@ -40,7 +40,9 @@ int main(int argc, char** argv) {
       if (mode == "throw-on-rank1" && g.original_rank() == 1 && step == 5)
         throw std::runtime_error("rank 1 cannot open its input shard");
       const std::int64_t expected_step = mode == "invariant-on-rank1" && g.original_rank() == 1 ? 4 : 5;
-      if (step == 5) FTCC_INVARIANT(step == expected_step) << "the loop's step and its record disagree";
+      if (step == 5) {
+        FTCC_INVARIANT(step == expected_step) << "the loop's step and its record disagree";
+      }
       double sum = 0;
       // fn rebuilds its input on every attempt: a retry after a failure starts from scratch.
       const bool ran = g.run(step, [&](fc::Communicator& c) {
