@@ -135,19 +135,18 @@ def on_sigterm(*_):
 signal.signal(signal.SIGTERM, on_sigterm)
 
 
+def comm_of(pid):
+    """The process's name (/proc/PID/comm), None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def ns_pids(host, name=None):
     out = subprocess.run(["ip", "netns", "pids", f"ftcc-{host}"], capture_output=True, text=True).stdout.split()
-    if name is None:
-        return out
-    keep = []
-    for pid in out:
-        try:
-            with open(f"/proc/{pid}/comm") as f:
-                if f.read().strip() == name:
-                    keep.append(pid)
-        except OSError:
-            pass
-    return keep
+    return out if name is None else [pid for pid in out if comm_of(pid) == name]
 
 
 def kill_leftovers():
@@ -223,16 +222,7 @@ class Job:
         """A job that printed no step within the wait: fails `what` with what ran on each host at
         that moment, the links, and what tools/ftcc-run then said (its start-up deadline, 120 s
         like the wait, names the ranks that did not come up)."""
-        ran = {}
-        for i in range(1, n_hosts + 1):
-            names = []
-            for pid in ns_pids(f"h{i}"):
-                try:
-                    with open(f"/proc/{pid}/comm") as f:
-                        names.append(f.read().strip())
-                except OSError:
-                    pass
-            ran[f"h{i}"] = sorted(names)
+        ran = {f"h{i}": sorted(filter(None, map(comm_of, ns_pids(f"h{i}")))) for i in range(1, n_hosts + 1)}
         links = hosts("status", check_rc=False).replace("\n", "; ")
         rc = self.finish(30)
         check(False, f"{what}: training started (ftcc-run exit {rc}; processes by host {ran}; {links}; "
