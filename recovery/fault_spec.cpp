@@ -40,10 +40,11 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }  // namespace
 
 const char* fault_spec_grammar() {
-  return "fault spec grammar: KIND:rank=R:step=S[:phase=P][:ms=M]\n"
+  return "fault spec grammar: KIND:rank=R:step=S[:phase=P][:ms=M][:target=T][:bit=B][:times=N]\n"
          "  KIND  kill (SIGKILL) | hang (SIGSTOP) | delay (sleep ms=M) | exit (exit(3) without MPI_Finalize)\n"
          "        | segv (a real segmentation fault) | stall (stop making progress, threads alive)\n"
          "        | throw (an exception on this rank alone) | invariant (an internal invariant fails on this rank)\n"
+         "        | bitflip (flip bit B, default 20, of one float of T: param (default) | grad | optim; N times, default 1)\n"
          "  P     step (default) | allreduce | broadcast | allgather | recovery | shrink | agree | hooks | spare\n"
          "  e.g.  kill:rank=2:step=40  kill:rank=1:step=10:phase=allreduce  delay:rank=0:step=7:ms=500";
 }
@@ -58,6 +59,7 @@ const char* to_string(FaultKind k) {
     case FaultKind::stall: return "stall";
     case FaultKind::throw_error: return "throw";
     case FaultKind::invariant: return "invariant";
+    case FaultKind::bitflip: return "bitflip";
   }
   return "?";
 }
@@ -77,6 +79,15 @@ const char* to_string(FaultPhase p) {
   return "?";
 }
 
+const char* to_string(FlipTarget t) {
+  switch (t) {
+    case FlipTarget::param: return "param";
+    case FlipTarget::grad: return "grad";
+    case FlipTarget::optim: return "optim";
+  }
+  return "?";
+}
+
 FaultSpec parse_fault_spec(const std::string& spec) {
   const auto parts = split(spec, ':');
   FaultSpec f;
@@ -90,6 +101,7 @@ FaultSpec parse_fault_spec(const std::string& spec) {
   else if (kind == "stall") f.kind = FaultKind::stall;
   else if (kind == "throw") f.kind = FaultKind::throw_error;
   else if (kind == "invariant") f.kind = FaultKind::invariant;
+  else if (kind == "bitflip") f.kind = FaultKind::bitflip;
   else reject(spec, "unknown kind '" + kind + "'");
   std::set<std::string> seen;
   for (size_t i = 1; i < parts.size(); ++i) {
@@ -100,7 +112,14 @@ FaultSpec parse_fault_spec(const std::string& spec) {
     if (key == "rank") f.rank = static_cast<int>(parse_int(spec, key, val, std::numeric_limits<int>::max()));
     else if (key == "step") f.step = parse_int(spec, key, val);
     else if (key == "ms") f.delay_ms = static_cast<int>(parse_int(spec, key, val, std::numeric_limits<int>::max()));
-    else if (key == "phase") {
+    else if (key == "bit") f.bit = static_cast<int>(parse_int(spec, key, val, 31));
+    else if (key == "times") f.times = static_cast<int>(parse_int(spec, key, val, 1000000));
+    else if (key == "target") {
+      if (val == "param") f.target = FlipTarget::param;
+      else if (val == "grad") f.target = FlipTarget::grad;
+      else if (val == "optim") f.target = FlipTarget::optim;
+      else reject(spec, "unknown target '" + val + "' (param, grad or optim)");
+    } else if (key == "phase") {
       if (val == "step") f.phase = FaultPhase::step;
       else if (val == "allreduce") f.phase = FaultPhase::allreduce;
       else if (val == "broadcast") f.phase = FaultPhase::broadcast;
@@ -123,6 +142,11 @@ FaultSpec parse_fault_spec(const std::string& spec) {
       f.phase != FaultPhase::spare)
     reject(spec, std::string(to_string(f.kind)) + " fires at phase step, allreduce, broadcast, allgather, hooks or spare (the protocol's own calls never throw)");
   if (f.kind != FaultKind::delay && seen.count("ms")) reject(spec, "ms=M only applies to delay");
+  for (const char* k : {"target", "bit", "times"})
+    if (f.kind != FaultKind::bitflip && seen.count(k)) reject(spec, std::string(k) + "= only applies to bitflip");
+  if (f.kind == FaultKind::bitflip && f.phase != FaultPhase::step)
+    reject(spec, "bitflip happens in the training step (phase=step), not in phase " + std::string(to_string(f.phase)));
+  if (f.kind == FaultKind::bitflip && f.times < 1) reject(spec, "times must be >= 1");
   return f;
 }
 

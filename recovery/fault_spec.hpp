@@ -1,7 +1,7 @@
 // recovery/fault_spec.hpp: the fault-injection grammar, shared by the API, the CLI and tests.
 //
 //   SPEC   := KIND ':' FIELD (':' FIELD)*
-//   KIND   := kill | hang | delay | exit | segv | stall | throw | invariant
+//   KIND   := kill | hang | delay | exit | segv | stall | throw | invariant | bitflip
 //   FIELD  := rank=R        rank (in the job's original numbering) that misbehaves   (required)
 //           | step=S        training step / loop iteration at which it happens       (required)
 //           | phase=P       where in the step: step (default: at its start), allreduce,
@@ -14,6 +14,10 @@
 //                           spare (a hot spare, as it begins its S-th wait: 0 at start-up, and
 //                           one more after each recovery or end of loop it waits through)
 //           | ms=M          delay length in milliseconds                              (delay only, required)
+//           | target=T      bitflip: param (default) | grad | optim                   (bitflip only)
+//           | bit=B         bitflip: which bit of the float32 element, 0-31; default 20 (bitflip only)
+//           | times=N       bitflip: how many times it fires, each time the rank applies step S
+//                           (a rollback redoes it); default 1                        (bitflip only)
 //
 //   kill   SIGKILL itself            hang   SIGSTOP itself (alive but silent: a hang to fence)
 //   delay  sleep M ms, then go on    exit   std::exit(3) without MPI_Finalize
@@ -21,9 +25,13 @@
 //                                           a rank stuck in a call, for the deadlines to catch
 //   throw  throws ftcc::Error on this rank alone (an error only one rank sees)
 //   invariant  throws ftcc::InternalError on this rank alone (a bug in ftcc: exit status 1)
+//   bitflip  silent data corruption, done by the training driver (train/replica_verifier.hpp),
+//            not by FaultInjector: one bit of the largest element (train/bit_flip.hpp) of this rank's first parameter
+//            (param, after the optimizer step of step S), of its summed gradient (grad, before
+//            the optimizer applies it) or of its optimizer state (optim, after the step)
 //
 // Examples: kill:rank=2:step=40   kill:rank=1:step=10:phase=allreduce   hang:rank=3:step=5
-//           delay:rank=0:step=7:ms=500   exit:rank=2:step=3
+//           delay:rank=0:step=7:ms=500   exit:rank=2:step=3   bitflip:rank=1:step=5:target=optim
 // parse_fault_spec() throws ftcc::InvalidArgument quoting the bad spec and this grammar.
 #pragma once
 
@@ -33,7 +41,8 @@
 
 namespace ftcc::recovery {
 
-enum class FaultKind { kill, hang, delay, exit, segv, stall, throw_error, invariant };
+enum class FaultKind { kill, hang, delay, exit, segv, stall, throw_error, invariant, bitflip };
+enum class FlipTarget { param, grad, optim };
 enum class FaultPhase { step, allreduce, broadcast, allgather, recovery, shrink, agree, hooks, spare };
 
 struct FaultSpec {
@@ -42,6 +51,9 @@ struct FaultSpec {
   std::int64_t step = -1;
   FaultPhase phase = FaultPhase::step;
   int delay_ms = 0;
+  FlipTarget target = FlipTarget::param;  // bitflip only
+  int bit = 20;
+  int times = 1;
   std::string text;  // the spec as written, for messages
 };
 
@@ -50,6 +62,7 @@ std::vector<FaultSpec> parse_fault_specs(const std::vector<std::string>& specs);
 
 const char* to_string(FaultKind k);
 const char* to_string(FaultPhase p);
+const char* to_string(FlipTarget t);
 // The grammar above, one line per rule, for error messages and --help.
 const char* fault_spec_grammar();
 

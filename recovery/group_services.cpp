@@ -99,12 +99,7 @@ void ResilientGroup::start_services() {
     heartbeat_->set_on_excluded([this](int by) {
       // The others suspected this rank (it was stopped, hung or cut off) and went on without it:
       // it must not take part in anything again. Self-fencing, as a rank on its host would do.
-      const std::string why = "excluded by the survivors (rank " + std::to_string(by) +
-                              " lists it as suspected): self-fenced (SIGKILL)";
-      std::fprintf(stderr, "ftcc: rank %d %s at step %lld\n", my_original_rank_, why.c_str(), static_cast<long long>(step_));
-      std::fflush(stderr);
-      job_record::left(why);
-      std::raise(SIGKILL);
+      leave_excluded("excluded by the survivors (rank " + std::to_string(by) + " lists it as suspected): self-fenced (SIGKILL)");
     });
     std::vector<PeerAddress> alive;  // a new process is handed the lost ones too
     for (int r : pool_members()) alive.push_back(peers_.at(static_cast<size_t>(r)));
@@ -124,6 +119,14 @@ void ResilientGroup::start_services() {
           std::raise(SIGKILL);
         },
         [] { return comm::waits_in_progress() > 0; });
+}
+
+void ResilientGroup::leave_excluded(const std::string& why) {
+  std::fprintf(stderr, "ftcc: rank %d %s at step %lld\n", my_original_rank_, why.c_str(), static_cast<long long>(step_));
+  std::fflush(stderr);
+  job_record::left(why);
+  std::raise(SIGKILL);
+  std::abort();  // not reached: SIGKILL cannot be caught
 }
 
 const HeartbeatStats ResilientGroup::heartbeat_stats() const { return heartbeat_ ? heartbeat_->stats() : HeartbeatStats{}; }

@@ -113,7 +113,9 @@ std::string RecoveryEvent::summary() const {
   } else if (spares_left == 0 && new_size < old_size) {
     healed = respawns_left > 0 ? "; respawn failed: shrunk" : "; no hot spare or respawn left: shrunk";
   }
-  return "recovered from failure of " + who + buf + healed + (attempts > 1 ? " [" + std::to_string(attempts) + " attempts]" : "");
+  // A recovery with no rank lost: a rank revoked the group on purpose (train/replica_verifier.hpp).
+  const std::string what = failed.empty() ? "recovered with no rank lost (" + cause + ")" : "recovered from failure of " + who;
+  return what + buf + healed + (attempts > 1 ? " [" + std::to_string(attempts) + " attempts]" : "");
 }
 
 }  // namespace ftcc::recovery

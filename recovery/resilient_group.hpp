@@ -224,6 +224,12 @@ class ResilientGroup {
   // included) then throws the same JobError naming this rank. See the top of the file.
   [[noreturn]] void fail_job(ExitStatus status, const std::string& message);
 
+  // This rank must take no further part in the job (the others voted its state corrupt, or
+  // excluded it as silent): prints "ftcc: rank R <why> at step S" on stderr, records it as the way
+  // this process left (job_record::left), and SIGKILLs itself, which ULFM reports to the others as
+  // a failure like any other (so hot spares and respawns replace it). Never returns.
+  [[noreturn]] void leave_excluded(const std::string& why);
+
   // Call when this rank's loop is done. Returns true when every survivor's is (uniformly, by
   // MPIX_Comm_agree); false after a recovery ran because some rank was not done or a rank died:
   // then re-check the loop condition (the hooks may have rolled this rank forward) and loop.

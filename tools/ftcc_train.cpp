@@ -150,6 +150,11 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
   app.add_option("--micro-batches", c.micro_batches, "pipeline micro-batches (--parallel pp, dp,pp)")->capture_default_str();
   app.add_option("--replicas", c.replicas, "buddy replicas of each rank's state (pp/tp, within each model replica)")->capture_default_str();
   app.add_option("--replicate-every", c.replicate_every, "refresh the buddy replicas every N steps (pp/tp)")->capture_default_str();
+  app.add_option("--verify-every", c.verify_every,
+                 "every N steps, compare the digests of the live replicas' parameters and optimizer state (dp, "
+                 "dp,pp, dp,tp): a rank outvoted by a strict majority is excluded, every survivor rolls back to "
+                 "the last verified state; 0: never")
+      ->capture_default_str();
   app.add_option("--spares", c.spares,
                  "hot spares: the last N processes of the job train nothing until a rank is lost, then one "
                  "takes its place, its rank and its data shard, with the state streamed from the survivors "

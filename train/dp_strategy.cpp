@@ -91,6 +91,7 @@ class DataParallelStrategy final : public ParallelStrategy {
     return share;
   }
   const nn::NamedTensors& params() const override { return params_; }
+  nn::NamedTensors optimizer_state() const override { return opt_->state_dict(); }
   void apply() override { opt_->step(); }
   nn::Module* whole_model() override { return model_.get(); }
   bool one_backward() const override { return true; }

@@ -37,6 +37,11 @@ std::string prometheus_text(const TrainingMetrics& m) {
   metric("spares_joined_total", "counter", "Hot spares that took a lost rank's place since start.", m.spares_joined_total);
   metric("last_state_transfer_bytes", "gauge", "State streamed to newcomers in the last recovery, in bytes.",
          m.last_state_transfer_bytes);
+  metric("replica_mismatches_total", "counter",
+         "Replica verifications whose digests differed (silent data corruption found) since start.",
+         m.replica_mismatches_total);
+  metric("corrupt_ranks_excluded_total", "counter", "Ranks outvoted by their replicas and excluded since start.",
+         m.corrupt_ranks_excluded_total);
   return os.str();
 }
 

@@ -25,6 +25,8 @@ struct TrainingMetrics {
   int spares_waiting = 0;              // hot spares not yet in the training group
   std::int64_t spares_joined_total = 0;
   std::int64_t last_state_transfer_bytes = 0;
+  std::int64_t replica_mismatches_total = 0;       // replica verifications that found a mismatch
+  std::int64_t corrupt_ranks_excluded_total = 0;   // ranks outvoted by their replicas and excluded
 };
 
 // The Prometheus exposition text for m (all series prefixed ftcc_).

@@ -111,6 +111,8 @@ class ParallelStrategy {
   virtual StepShare step(comm::Communicator& c, const StepWork& work, Pins& pins) = 0;
   // This rank's parameters (their gradients are valid after step()).
   virtual const nn::NamedTensors& params() const = 0;
+  // Its optimizer's state (live handles, "step" first: optim/optimizer.hpp), for the bitflip fault.
+  virtual nn::NamedTensors optimizer_state() const = 0;
   virtual void apply() = 0;
   // The whole model, when this rank holds it (dp): every rank then evaluates its share of the data
   // at the end. Null otherwise (the driver gathers the units on rank 0).

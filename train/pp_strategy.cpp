@@ -204,6 +204,7 @@ class PipelineStrategy final : public ParallelStrategy {
     return std::move(run.share);
   }
   const nn::NamedTensors& params() const override { return stage_->params(); }
+  nn::NamedTensors optimizer_state() const override { return stage_->optimizer().state_dict(); }
   void apply() override { stage_->optimizer().step(); }
 
  private:

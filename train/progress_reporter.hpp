@@ -27,6 +27,12 @@ class ProgressReporter {
   }
   void step_done(std::int64_t step, std::int64_t epoch, double loss, std::int64_t samples_seen);
   void recovered(const recovery::RecoveryEvent& ev);
+  // A replica verification found a mismatch and `excluded` ranks were outvoted (every rank counts
+  // it, so a new rank 0's metrics hold the whole run's).
+  void replica_mismatch(std::int64_t excluded) {
+    ++metrics_.replica_mismatches_total;
+    metrics_.corrupt_ranks_excluded_total += excluded;
+  }
   // Steady-state step throughput: samples of the steps after the first, over the time from the
   // end of the first step to the end of the last (no set-up, initialization, first-step warm-up
   // or final evaluation; recoveries on the way count). 0 with fewer than two steps.

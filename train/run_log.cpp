@@ -25,7 +25,11 @@ RunLog::RunLog(const TrainConfig& cfg, recovery::ResilientGroup& group, std::int
 RunLog::~RunLog() { end_bar(); }
 
 void RunLog::json_line(const nlohmann::json& j) {
-  if (cfg_.log_json.empty() || !reporter()) return;
+  if (reporter()) write_json_line(j);
+}
+
+void RunLog::write_json_line(const nlohmann::json& j) {
+  if (cfg_.log_json.empty()) return;
   if (!json_.is_open()) {
     errno = 0;
     json_.open(cfg_.log_json, std::ios::app);  // a new rank 0 appends
@@ -94,6 +98,13 @@ void RunLog::checkpoint(std::int64_t step, const std::string& path) {
     end_bar();
     std::fprintf(stderr, "ftcc-train: checkpoint %s\n", path.c_str());
   }
+}
+
+void RunLog::replica_mismatch(const nlohmann::json& event, const std::string& line, bool writes) {
+  if (!writes) return;
+  end_bar();
+  std::fprintf(stderr, "ftcc-train: %s\n", line.c_str());
+  write_json_line(event);
 }
 
 void RunLog::finish(const nlohmann::json& summary) {

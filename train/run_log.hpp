@@ -5,7 +5,8 @@
 //    10 times a second; otherwise one plain line every log_every steps;
 //  - one line per recovery (who failed, how long it took) and per checkpoint, on stderr;
 //  - --log-json PATH: one JSON object per line: {"event":"step",...} for every step,
-//    {"event":"recovery",...}, {"event":"checkpoint",...}, {"event":"summary",...};
+//    {"event":"recovery",...}, {"event":"checkpoint",...}, {"event":"replica_mismatch",...},
+//    {"event":"summary",...};
 //  - at the end exactly one stdout line "FTCC_SUMMARY {json}".
 // A --log-json that cannot be written throws ftcc::IoError (a job error, exit 4).
 // --quiet keeps only the recovery lines and the summary.
@@ -32,6 +33,10 @@ class RunLog {
   void step(std::int64_t step, std::int64_t epoch, double loss, double samples_per_s);
   void recovery(const recovery::RecoveryEvent& ev);
   void checkpoint(std::int64_t step, const std::string& path);
+  // A replica verification that found a mismatch (train/replica_verifier.hpp): `line` on stderr and
+  // `event` in --log-json, written by the rank the caller names (`writes`: the lowest rank that
+  // stays, as rank 0 may be the one outvoted).
+  void replica_mismatch(const nlohmann::json& event, const std::string& line, bool writes);
   void finish(const nlohmann::json& summary);
 
  private:
@@ -39,6 +44,7 @@ class RunLog {
   // Appends j to --log-json and flushes; throws ftcc::IoError naming the file and the reason when
   // that fails (a full disk is a job error, found at the line that did not fit).
   void json_line(const nlohmann::json& j);
+  void write_json_line(const nlohmann::json& j);  // json_line without its rank-0 check
   [[noreturn]] void throw_write_error(const char* what) const;
   void end_bar();
 

@@ -14,6 +14,7 @@ const char* phase_name(Phase p) {
     case Phase::optimizer: return "optimizer";
     case Phase::compute: return "compute";
     case Phase::snapshot: return "snapshot";
+    case Phase::verify: return "verify";
   }
   return "?";
 }

@@ -15,8 +15,9 @@
 // compute (pp and tp: forward and backward together, as a pipeline or tensor-parallel step
 // interleaves them with its point-to-point sends and its pairs' allreduces); snapshot (pp, tp and
 // the hybrids: packing this rank's units and swapping them with its buddies after the commit, at
-// each --replicate-every step). to_json() names only the phases a trainer marks: dp's five, or
-// pp/tp's data, compute, exposed_comm, optimizer, snapshot.
+// each --replicate-every step); verify (the replicas' digests compared, train/replica_verifier.hpp,
+// on each --verify-every step: the median shows it only when that is 1). to_json() names only the
+// phases a trainer marks: dp's five, or pp/tp's data, compute, exposed_comm, optimizer, snapshot.
 // Wall-clock time on a steady clock, taken on the host: on an oversubscribed machine a phase
 // includes the time the rank was descheduled, and with --device cuda a phase measures what the
 // host spends (launching kernels); device time shows where the host waits for the device (the
@@ -32,8 +33,8 @@
 
 namespace ftcc::train {
 
-enum class Phase : std::size_t { data, forward, backward, exposed_comm, optimizer, compute, snapshot };
-inline constexpr std::size_t kPhases = 7;
+enum class Phase : std::size_t { data, forward, backward, exposed_comm, optimizer, compute, snapshot, verify };
+inline constexpr std::size_t kPhases = 8;
 inline constexpr std::size_t kStepWindow = 4096;
 const char* phase_name(Phase p);
 

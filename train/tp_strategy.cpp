@@ -118,6 +118,7 @@ class TensorStrategy final : public ParallelStrategy {
     return share;
   }
   const nn::NamedTensors& params() const override { return params_; }
+  nn::NamedTensors optimizer_state() const override { return opt_->state_dict(); }
   void apply() override { opt_->step(); }
 
  private:

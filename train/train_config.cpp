@@ -91,6 +91,7 @@ const std::vector<Field>& fields() {
       field("tp-size", &TrainConfig::tp_size, kSafe),
       field("replicas", &TrainConfig::replicas, kSafe),            // in-memory copies only
       field("replicate-every", &TrainConfig::replicate_every, kSafe),
+      field("verify-every", &TrainConfig::verify_every, kSafe),  // when replicas are compared, not what they compute
       field("spares", &TrainConfig::spares, kSafe),  // which processes train, not what they compute
       field("respawn", &TrainConfig::respawns, kSafe),
   };
@@ -158,6 +159,7 @@ void TrainConfig::validate() const {
   FTCC_REQUIRE(schedule == Schedule::gpipe || pipeline())
       << "--schedule 1f1b is a pipeline schedule: for --parallel pp or dp,pp, not " << choice_name(parallel);
   FTCC_REQUIRE(replicas >= 0 && replicate_every > 0) << "--replicas >= 0 and --replicate-every > 0";
+  FTCC_REQUIRE(verify_every >= 0) << "--verify-every must be >= 0 (0 turns replica verification off), got " << verify_every;
   // What the model-parallel strategies do not support, refused here, before any rank forms its group
   // (refused inside the driver, a rank still finishing the group's start-up saw the others' revoke
   // as a failure, and a hot spare's leaving crashed Open MPI under MPI_Comm_split).
@@ -200,7 +202,7 @@ std::string TrainConfig::canonical() const {
      << " checkpoint_every=" << checkpoint_every << " keep_checkpoints=" << keep_checkpoints << " resume=" << resume << " init_weights=" << init_weights << " held_out=" << held_out
      << " bucket_mb=" << bucket_mb << " overlap=" << overlap << " micro_batches=" << micro_batches
      << " schedule=" << choice_name(schedule) << " pp_size=" << pp_size << " tp_size=" << tp_size << " replicas=" << replicas
-     << " replicate_every=" << replicate_every << " spares=" << spares << " respawn=" << respawns << " inject=";
+     << " replicate_every=" << replicate_every << " verify_every=" << verify_every << " spares=" << spares << " respawn=" << respawns << " inject=";
   for (const auto& s : inject) os << s << ';';
   return os.str();
 }

@@ -137,6 +137,7 @@ struct TrainConfig {
   int tp_size = 0;                            // dp,tp: ranks per tensor-parallel group
   int replicas = 1;                           // buddy replicas (pp/tp)
   int replicate_every = 1;
+  int verify_every = 50;                      // compare the live replicas' state every N steps (0: never)
   int spares = 0;                             // hot spares: the last N processes wait to replace a lost rank
   int respawns = 0;                           // new processes the job may start to fill lost places
 

@@ -22,6 +22,8 @@
 #include "ftcc/train/parallel_grid.hpp"
 #include "ftcc/train/pp_strategy.hpp"
 #include "ftcc/train/progress_reporter.hpp"
+#include "ftcc/train/bit_flip.hpp"
+#include "ftcc/train/replica_verifier.hpp"
 #include "ftcc/train/run_log.hpp"
 #include "ftcc/train/state_hash.hpp"
 #include "ftcc/train/step_breakdown.hpp"
@@ -71,6 +73,7 @@ class Driver {
     if (!g_.is_spare()) start();
     if (ckpt_) remove_stale_temporaries(*ckpt_, g_, log_);  // once the start is accepted: a refused run touches nothing
     ProgressReporter report(cfg_, g_, log_);
+    report_ = &report;
     g_.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) { recover(grp, ev); });
     // A hot spare waits; once it takes a lost rank's place, the hook above has rebuilt its part
     // from the survivors' copies like any survivor's (its replica store is empty: it holds no copy).
@@ -252,6 +255,8 @@ class Driver {
     require_same_replicas("initial parameters differ between ranks");
     if (dp_) reducer();  // its arena now, not inside the first step (the steps' peak memory)
     live_valid_ = true;
+    if (const ReplicaVerdict v = check_replicas(c); !v.clean())
+      throw ftcc::Error("the replicas' parameters or optimizer state differ at the start (" + describe(v) + ")");
     g_.set_committed_step(p_.step - 1);
     replicate();
     pins_.completed();
@@ -278,9 +283,12 @@ class Driver {
     timer_.mark(Phase::data);
     const StepShare share = model_ ? compute(c, ids) : StepShare{};
     const double loss = commit(c, share, static_cast<std::int64_t>(ids.size()), report);
+    const bool checkpoint = ckpt_ && cfg_.checkpoint_every > 0 && p_.step % cfg_.checkpoint_every == 0;
+    // A checkpoint is written only from verified state.
+    if (verifying() && (p_.step % cfg_.verify_every == 0 || checkpoint)) verify_step(c);
     if (p_.step % cfg_.replicate_every == 0) replicate();
     timer_.end_step();  // a checkpoint's write is not part of the step
-    if (ckpt_ && cfg_.checkpoint_every > 0 && p_.step % cfg_.checkpoint_every == 0) {
+    if (checkpoint) {
       gather_full(c);
       if (c.rank() == 0) {
         const CheckpointInfo info{p_, c.size(), cfg_.seed, to_hex(cfg_hash_), ""};
@@ -334,7 +342,9 @@ class Driver {
     FTCC_INVARIANT(tally.count == rows) << s_->name() << ": step " << p_.step << " fed " << tally.count
                                         << " rows, the batch has " << rows;
     timer_.mark(Phase::exposed_comm);
+    inject_bitflips(/*after_apply=*/false);
     if (model_) s_->apply();
+    inject_bitflips(/*after_apply=*/true);
     timer_.mark(Phase::optimizer);
     p_.add(tally);
     report.add_samples(tally.count);
@@ -473,6 +483,7 @@ class Driver {
   void recover(recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) {
     pins_.abandoned();  // the buffers of the interrupted step (or of an interrupted earlier try)
     fc::Communicator& c = grp.comm();
+    settle_verdict(grp);
     offer_live_units();
     form_grid(c);
     s_->validate(grid_.model, /*at_start=*/false);
@@ -482,12 +493,17 @@ class Driver {
     const RestorePlan plan = plan_restore(holdings, units_now);
     if (plan.step >= 0) restore_copies(grp, ev, plan, holdings);
     else fall_back_to_checkpoint(c, ev, plan);
-    require_same_replicas("parameters differ between survivors after recovery");
+    // With verification the check at the end of this hook compares them (and settles a mismatch).
+    if (!verifying()) require_same_replicas("parameters differ between survivors after recovery");
     if (cfg_.on_failure == OnFailure::keep_local_batch)  // from the next epoch on (train_step)
       global_batch_ = std::max<std::int64_t>(1, cfg_.batch * grp.size() / g_.initial_size());
     store_.drop_unmade();  // the next step changes the live state
     if (dp_) reducer();
     grp.set_committed_step(p_.step - 1);
+    if (const ReplicaVerdict v = check_replicas(c); !v.clean()) {  // settled by a new try of this recovery
+      remember_verdict(v);
+      throw fc::FaultDetected("replica verification", "after recovery: " + describe(v));
+    }
     replicate();
   }
 
@@ -532,7 +548,8 @@ class Driver {
     const std::string to = (plan.step < was ? "rolled back to step " : plan.step > was ? "rolled forward to step "
                                                                                        : "at step ") +
                            std::to_string(plan.step);
-    const std::string lost = std::string(s_->name()) + ": lost rank(s) " + joined(ev.failed) + "; ";
+    const std::string lost = std::string(s_->name()) + ": " +
+                             (ev.failed.empty() ? std::string("no rank lost") : "lost rank(s) " + joined(ev.failed)) + "; ";
     if (cfg_.parallel == Parallel::dp)
       log_.note(lost + "the model on " + describe_grid() + " from the survivors' state, " + to);
     else
@@ -623,6 +640,175 @@ class Driver {
     return mine;
   }
 
+  // --- Replica verification (train/replica_verifier.hpp) and the bitflip fault ---
+
+  // Whether the live replicas are compared: some unit has two or more (every dp rank with two or
+  // more; the hybrids' positions with two or more model replicas).
+  bool verifying() const { return cfg_.verify_every > 0 && grid_.replicas > 1; }
+
+  // Digests this rank's units, allgathers (digest, verified step) over c and votes. Clean: the
+  // packed units become the last verified state. Pre: verifying() or not, every rank calls it alike.
+  ReplicaVerdict check_replicas(fc::Communicator& c) {
+    if (!verifying()) return {};
+    std::map<UnitKey, std::shared_ptr<const Bytes>> units;
+    std::uint64_t digest = 0;
+    if (model_)
+      for (const UnitKey& u : s_->units_of(grid_.model, position())) {
+        auto b = std::make_shared<const Bytes>(s_->pack(u));
+        digest = digest * 0x100000001b3ULL + state_digest(*b);
+        units.emplace(u, std::move(b));
+      }
+    const int n = c.size();
+    auto& mine = *pins_.keep(std::make_shared<std::array<std::int64_t, 2>>(
+        std::array<std::int64_t, 2>{static_cast<std::int64_t>(digest), verified_.step()}));
+    auto& all = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(2 * static_cast<std::size_t>(n)));
+    fc::allgather(c, mine.data(), all.data(), 2, fc::DType::i64);
+    std::vector<std::uint64_t> digests(static_cast<std::size_t>(n));
+    std::vector<int> pos(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      digests[static_cast<std::size_t>(r)] = static_cast<std::uint64_t>(all[2 * static_cast<std::size_t>(r)]);
+      pos[static_cast<std::size_t>(r)] = grid_.is_active(r) ? grid_.position_of(r) : -1;
+    }
+    ReplicaVerdict v = vote(digests, pos);
+    if (v.clean()) verified_ = {p_, built_.value_or(std::pair{0, 0}), std::move(units)};
+    else
+      for (int r = 1; r < n; ++r)  // every rank verified at the same steps (the hooks' end, uniform checks)
+        FTCC_INVARIANT(all[2 * static_cast<std::size_t>(r) + 1] == all[1])
+            << "replica verification: rank " << r << " verified step " << all[2 * static_cast<std::size_t>(r) + 1]
+            << ", rank 0 step " << all[1];
+    return v;
+  }
+
+  // The check at a --verify-every step: a mismatch is remembered and settled by a recovery of every
+  // rank (the FaultDetected revokes the group), so that the rollback and the exclusion are uniform
+  // even when a rank dies on the way (settle_verdict).
+  void verify_step(fc::Communicator& c) {
+    const ReplicaVerdict v = check_replicas(c);
+    timer_.mark(Phase::verify);
+    if (v.clean()) return;
+    remember_verdict(v);
+    throw fc::FaultDetected("replica verification", "replicas differ at step " + std::to_string(p_.step) + ": " +
+                                                        describe(v));
+  }
+
+  // Verdicts are numbered: every survivor leaves a recovery with the same verdict_applied_ (the
+  // allreduce of settle_verdict), so the next one gets the same number on every rank that finds it.
+  void remember_verdict(const ReplicaVerdict& v) {
+    FTCC_INVARIANT(verified_.held()) << "replica verification: a mismatch at step " << p_.step
+                                     << " with no verified state to return to";
+    verdict_ = {verdict_applied_ + 1, p_.step, verified_.step(), v.undecided, {}};
+    for (int r : v.odd) verdict_.odd.push_back(g_.members()[static_cast<std::size_t>(r)]);
+  }
+
+  std::string describe(const ReplicaVerdict& v) const {
+    std::vector<int> orig;
+    for (int r : v.odd) orig.push_back(g_.members()[static_cast<std::size_t>(r)]);
+    std::string out = v.odd.empty() ? "" : "rank(s) " + joined(orig) + " differ from a strict majority of their replicas";
+    if (v.undecided > 0)
+      out += std::string(out.empty() ? "" : "; ") + std::to_string(v.undecided) +
+             " unit group(s) differ with no strict majority";
+    return out;
+  }
+
+  // First thing in a recovery: every survivor learns the newest mismatch verdict any of them holds
+  // (one allreduce: the verdict is the same wherever it is known), and applies it once: the
+  // outvoted ranks leave (ResilientGroup::leave_excluded: a failure the protocol then handles like
+  // any other, spares and respawns included), the others roll back to the last verified state.
+  // A verdict without a majority that repeats at the same step ends the job (a job-level error).
+  void settle_verdict(recovery::ResilientGroup& grp) {
+    fc::Communicator& c = grp.comm();
+    const int n = c.size();
+    constexpr std::size_t kFlags = 4;  // [number, step, rollback_to, undecided, outvoted flag of each rank]
+    auto& w = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(kFlags + static_cast<std::size_t>(n), 0));
+    w[0] = verdict_.number;
+    w[1] = verdict_.step;
+    w[2] = verdict_.rollback_to;
+    w[3] = verdict_.undecided;
+    for (int r = 0; r < n; ++r)
+      w[kFlags + static_cast<std::size_t>(r)] =
+          std::count(verdict_.odd.begin(), verdict_.odd.end(), grp.members()[static_cast<std::size_t>(r)]) > 0;
+    fc::allreduce(c, fc::kInPlace, w.data(), w.size(), fc::DType::i64, fc::ReduceOp::max);
+    if (w[0] <= verdict_applied_) return;  // none (-1), or applied here in an earlier try
+    verdict_applied_ = w[0];
+    const bool holds_state = built_ && live_valid_ && verified_.held();
+    if (!holds_state) return;  // a newcomer: the restore gives it the survivors' (rolled back) state
+    std::vector<int> odd;
+    int writer = -1;  // the lowest rank that stays reports it
+    for (int r = 0; r < n; ++r) {
+      if (w[kFlags + static_cast<std::size_t>(r)] != 0) odd.push_back(grp.members()[static_cast<std::size_t>(r)]);
+      else if (writer < 0) writer = r;
+    }
+    const std::int64_t at = w[1], to = w[2];
+    const bool repeated = w[3] > 0 && undecided_at_ == at;
+    if (w[3] > 0) undecided_at_ = at;
+    std::string line = "replica verification at step " + std::to_string(at) + ": ";
+    line += odd.empty() ? "replicas differ with no strict majority" : "rank(s) " + joined(odd) + " outvoted by their replicas";
+    line += repeated ? "; the same mismatch again after rolling back: stopping"
+                     : (odd.empty() ? "" : ", excluded") + std::string("; rolling back to verified step ") + std::to_string(to);
+    log_.replica_mismatch({{"event", "replica_mismatch"}, {"step", at}, {"rolled_back_to", to}, {"excluded", odd},
+                           {"undecided", w[3]}, {"repeated", repeated}},
+                          line, c.rank() == writer);
+    report_->replica_mismatch(static_cast<std::int64_t>(odd.size()));
+    if (w[kFlags + static_cast<std::size_t>(c.rank())] != 0)
+      grp.leave_excluded("excluded: its parameters or optimizer state differed from a strict majority of its replicas' "
+                         "in the verification at step " + std::to_string(at) + " (silent data corruption); self-fenced (SIGKILL)");
+    if (repeated)
+      throw ftcc::Error("replica verification: replicas differ with no strict majority at step " + std::to_string(at) +
+                        " again after rolling back to step " + std::to_string(to) +
+                        " (a fault that repeats: check the hardware of the ranks involved)");
+    roll_back_to_verified();
+  }
+
+  // This rank's part back to the last verified state, and the position recorded with it.
+  void roll_back_to_verified() {
+    FTCC_INVARIANT(built_ && *built_ == verified_.split) << "replica verification: verified state of another split";
+    store_.drop_unmade();
+    for (const auto& [u, b] : verified_.units) s_->unpack(u, *b);
+    p_ = verified_.progress;
+    live_valid_ = true;
+    store_.drop_after(p_.step);
+    recorded_.erase(recorded_.upper_bound(p_.step), recorded_.end());
+    recorded_[p_.step] = p_;
+    g_.set_committed_step(p_.step - 1);
+  }
+
+  // The bitflip faults of this rank (recovery/fault_spec.hpp) due at this step: grad before the
+  // optimizer step (after_apply false), param and optim after it. Each fires `times` times.
+  void inject_bitflips(bool after_apply) {
+    const auto& specs = g_.injector().bitflips();
+    if (specs.empty() || !model_) return;
+    flips_done_.resize(specs.size(), 0);
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      const recovery::FaultSpec& f = specs[i];
+      if (f.step != p_.step || flips_done_[i] >= f.times || (f.target != recovery::FlipTarget::grad) != after_apply) continue;
+      const auto& [name, param] = s_->params().front();
+      tensor::Tensor t = param;
+      std::string what = "parameter " + name;
+      if (f.target == recovery::FlipTarget::grad) {
+        t = param.grad();
+        what = "summed gradient of " + name;
+      } else if (f.target == recovery::FlipTarget::optim) {
+        const nn::NamedTensors st = s_->optimizer_state();  // "step" first, then the per-parameter buffers
+        t = st.at(st.size() > 1 ? 1 : 0).second;
+        what = "optimizer state " + st.at(st.size() > 1 ? 1 : 0).first;
+      }
+      if (!t.defined() || t.numel() == 0) continue;
+      ++flips_done_[i];
+      const std::int64_t element = flip_target_element(t);
+      std::fprintf(stderr, "ftcc: fault injection on rank %d at step %lld (%d of %d): %s: bit %d of element %lld of %s\n",
+                   g_.original_rank(), static_cast<long long>(p_.step), flips_done_[i], f.times, f.text.c_str(), f.bit,
+                   static_cast<long long>(element), what.c_str());
+      std::fflush(stderr);
+      flip_bit(t, element, f.bit);
+    }
+  }
+
+  // The newest mismatch this rank knows (step -1: none); odd: original ranks.
+  struct PendingVerdict {
+    std::int64_t number = -1, step = -1, rollback_to = -1, undecided = 0;
+    std::vector<int> odd;
+  };
+
   const TrainConfig& cfg_;
   recovery::ResilientGroup& g_;
   Clock::time_point t_start_;
@@ -650,6 +836,12 @@ class Driver {
   std::string start_path_;
   std::optional<std::pair<int, int>> built_;  // the split (n, r) of this rank's part, when it holds one
   bool live_valid_ = false;  // the part holds the state of p_.step (see offer_live_units)
+  ProgressReporter* report_ = nullptr;  // run()'s
+  VerifiedState verified_;              // the last state every replica agreed on
+  PendingVerdict verdict_;
+  std::int64_t verdict_applied_ = -1;   // the step of the last verdict applied here
+  std::int64_t undecided_at_ = -1;      // the step of the last verdict without a majority
+  std::vector<int> flips_done_;         // per bitflip spec: times fired
 };
 
 }  // namespace

@@ -27,6 +27,24 @@ TEST(FaultSpec, ParsesEveryKindAndPhase) {
   EXPECT_EQ(fr::parse_fault_spec("kill:rank=0:step=1:phase=broadcast").phase, fr::FaultPhase::broadcast);
 }
 
+TEST(FaultSpec, ParsesBitflip) {
+  const auto d = fr::parse_fault_spec("bitflip:rank=1:step=5");
+  EXPECT_EQ(d.kind, fr::FaultKind::bitflip);
+  EXPECT_EQ(d.target, fr::FlipTarget::param);
+  EXPECT_EQ(d.bit, 20);
+  EXPECT_EQ(d.times, 1);
+  const auto g = fr::parse_fault_spec("bitflip:rank=0:step=9:target=grad:bit=31:times=3");
+  EXPECT_EQ(g.target, fr::FlipTarget::grad);
+  EXPECT_EQ(g.bit, 31);
+  EXPECT_EQ(g.times, 3);
+  EXPECT_EQ(fr::parse_fault_spec("bitflip:rank=0:step=9:target=optim:bit=0").target, fr::FlipTarget::optim);
+  // A data fault: the training driver makes it, the process injector never acts on it.
+  fr::FaultInjector inj(fr::parse_fault_specs({"bitflip:rank=0:step=1", "kill:rank=0:step=7"}), 0);
+  ASSERT_EQ(inj.bitflips().size(), 1U);
+  EXPECT_EQ(inj.bitflips()[0].step, 1);
+  inj.at_step(1);  // would not return if it were treated as a process fault
+}
+
 void expect_rejected(const std::string& spec, const std::string& reason) {
   try {
     fr::parse_fault_spec(spec);
@@ -51,6 +69,13 @@ TEST(FaultSpec, RejectsBadSpecsWithTheGrammar) {
   expect_rejected("delay:rank=1:step=1", "delay needs ms=M");
   expect_rejected("kill:rank=1:step=1:ms=5", "only applies to delay");
   expect_rejected("kill:rank1:step=1", "is not key=value");
+  expect_rejected("bitflip:rank=1:step=1:target=weights", "unknown target 'weights' (param, grad or optim)");
+  expect_rejected("bitflip:rank=1:step=1:bit=32", "bit must be <= 31");
+  expect_rejected("bitflip:rank=1:step=1:times=0", "times must be >= 1");
+  expect_rejected("bitflip:rank=1:step=1:phase=allreduce", "bitflip happens in the training step");
+  expect_rejected("bitflip:rank=1:step=1:ms=5", "only applies to delay");
+  expect_rejected("kill:rank=1:step=1:target=grad", "target= only applies to bitflip");
+  expect_rejected("hang:rank=1:step=1:times=2", "times= only applies to bitflip");
   // Found by the fault_spec fuzzer: rank and ms are ints, so larger values used to wrap (here to
   // a negative rank; another value could have wrapped onto a real rank).
   expect_rejected("delay:rank=88888888880:step=7888888888888888:ms=500", "rank must be <= 2147483647");

@@ -43,6 +43,8 @@ TEST(MetricsServer, ServesPrometheusText) {
   m.spares_waiting = 1;
   m.spares_joined_total = 2;
   m.last_state_transfer_bytes = 4096;
+  m.replica_mismatches_total = 3;
+  m.corrupt_ranks_excluded_total = 2;
   server.update(m);
   const auto r = exchange(server.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_NE(r.find("HTTP/1.1 200"), std::string::npos) << r;
@@ -54,6 +56,9 @@ TEST(MetricsServer, ServesPrometheusText) {
   EXPECT_NE(r.find("\nftcc_spares_waiting 1\n"), std::string::npos) << r;
   EXPECT_NE(r.find("# TYPE ftcc_spares_joined_total counter\nftcc_spares_joined_total 2\n"), std::string::npos) << r;
   EXPECT_NE(r.find("\nftcc_last_state_transfer_bytes 4096\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("# TYPE ftcc_replica_mismatches_total counter\nftcc_replica_mismatches_total 3\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("# TYPE ftcc_corrupt_ranks_excluded_total counter\nftcc_corrupt_ranks_excluded_total 2\n"),
+            std::string::npos) << r;
 }
 
 TEST(MetricsServer, RejectsBadRequestsAndKeepsServing) {

@@ -78,6 +78,7 @@ TrainConfig non_default() {
   c.micro_batches = 2;
   c.replicas = 2;
   c.replicate_every = 5;
+  c.verify_every = 7;
   c.spares = 1;
   c.respawns = 2;
   c.schedule = Schedule::one_f_one_b;
@@ -179,7 +180,7 @@ TEST(ResumeConfig, Classification) {
                                          "device",         "inject",   "hang-timeout", "checkpoint-dir",
                                          "checkpoint-every", "keep-checkpoints", "resume", "init-weights", "log-json",     "metrics-port", "metrics-bind",
                                          "quiet",          "log-every", "bucket-mb",   "overlap",      "micro-batches", "replicas",
-                                         "replicate-every", "spares", "respawn", "schedule", "pp-size", "tp-size"};
+                                         "replicate-every", "verify-every", "spares", "respawn", "schedule", "pp-size", "tp-size"};
   const auto d = by_field(config_differences(base, non_default()));
   ASSERT_EQ(d.size(), unsafe.size() + safe.size());
   for (const auto& f : unsafe) {

@@ -656,6 +656,8 @@ def bad_input():
              "dealt out whole to the 3 replicas (the same micro-batches on any grid), so each needs one: use "
              "--micro-batches 3 or more"),
             (2, ["--spares", "-1"], "--spares must be >= 0, got -1"),
+            (2, ["--verify-every", "-1"], "--verify-every must be >= 0 (0 turns replica verification off), got -1"),
+            (2, ["--inject", "bitflip:rank=1:step=3:target=weights"], "unknown target 'weights' (param, grad or optim)"),
             # A second --layers was appended to the first (CLI11's vector option): now refused.
             (2, ["--layers", "64,64,10", "--layers", "64,10"], "--layers: At Most 1 required but received 2"),
             (2, ["--layers", "64,x,10"], "--layers '64,x,10': 'x' is not a width (expected integers such as 64,64,10)"),
@@ -1201,6 +1203,87 @@ def hybrid_fault_cases():
                   f"{what}: final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
             samples_exact(s, 6 * DIGITS_TRAIN, what)
 
+# Silent data corruption (train/replica_verifier.hpp): one bit flipped on one rank, every mode with
+# live replicas, --deterministic so that "the corrupted steps never reach the result" is checked
+# bit for bit against the fault-free run of the same mode. Rows: (case, mode, ranks, flags, faults,
+# expected): expected "excluded [R]" (a strict majority outvotes original rank R: it leaves, the
+# others roll back; with a spare the world stays full), "rolled back" (two replicas differ: every
+# rank rolls back, no one leaves), "stops" (the same mismatch again after the rollback: exit 4),
+# "unseen" (no live replica, or --verify-every 0: the result differs from the fault-free run's, which
+# shows the check above can fail).
+CORRUPTION_DET = ["--deterministic", "--verify-every", "10"]
+CORRUPTION_MODEL = ["--dataset", "digits", "--layers", "64,64,64,64,10", "--lr", "0.05", "--batch", "64",
+                    "--epochs", "3", "--micro-batches", "6"]
+CORRUPTION_MODES = {"dp": [], "dp,pp": ["--parallel", "dp,pp", "--pp-size", "2"],
+                    "dp,tp": ["--parallel", "dp,tp", "--tp-size", "2"], "pp": ["--parallel", "pp"]}
+CORRUPTION_RUNS = [
+    ("corruption_dp", "dp", 3, [], ["bitflip:rank=1:step=25"], ("excluded", 1)),
+    ("corruption_dp", "dp", 3, [], ["bitflip:rank=2:step=25:target=grad"], ("excluded", 2)),
+    ("corruption_dp", "dp", 5, ["--spares", "1"], ["bitflip:rank=0:step=25:target=optim"], ("excluded", 0)),
+    ("corruption_dp", "dp", 2, [], ["bitflip:rank=1:step=25"], ("rolled back",)),
+    ("corruption_dp", "dp", 2, [], ["bitflip:rank=0:step=25:times=2"], ("stops",)),
+    # A flip, then a kill before the next check: the recovery's own check finds the two survivors
+    # differ (no majority) and rolls both back.
+    ("corruption_dp", "dp", 3, [], ["bitflip:rank=2:step=25:target=grad", "kill:rank=0:step=27"], ("rolled back",)),
+    ("corruption_dp", "dp", 3, ["--verify-every", "0"], ["bitflip:rank=1:step=25"], ("unseen",)),
+    ("corruption_hybrid", "dp,pp", 6, [], ["bitflip:rank=3:step=25"], ("excluded", 3)),
+    ("corruption_hybrid", "dp,pp", 4, [], ["bitflip:rank=1:step=25:target=grad"], ("rolled back",)),
+    ("corruption_hybrid", "dp,tp", 6, [], ["bitflip:rank=2:step=25:target=optim"], ("excluded", 2)),
+    ("corruption_hybrid", "dp,tp", 5, ["--spares", "1"], ["bitflip:rank=3:step=25"], ("rolled back",)),
+    ("corruption_hybrid", "pp", 2, [], ["bitflip:rank=1:step=25"], ("unseen",)),
+]
+CORRUPTION_CASES = sorted({r[0] for r in CORRUPTION_RUNS})
+
+
+def silent_corruption():
+    bases = {}
+    for row_case, mode, ranks, flags, faults, expected in CORRUPTION_RUNS:
+        if row_case != case:
+            continue
+        det = CORRUPTION_DET if "--verify-every" not in flags else ["--deterministic"]
+        args = [*CORRUPTION_MODEL, *CORRUPTION_MODES[mode], *det]
+        spares = int(flags[flags.index("--spares") + 1]) if "--spares" in flags else 0
+        if mode not in bases:  # --deterministic: one SHA-256 on any grid, so one fault-free run per mode
+            bases[mode], _ = run(2 if mode in ("dp", "pp") else 4, *CORRUPTION_MODEL, *CORRUPTION_MODES[mode], *CORRUPTION_DET)
+        base = bases[mode]
+        what = f"{mode} on {ranks} ranks{' (' + ' '.join(flags) + ')' if flags else ''}, {' and '.join(faults)}"
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "run.jsonl")
+            s, p = run(ranks, *args, *flags, *[a for f in faults for a in ("--inject", f)], "--log-json", log,
+                       expect_rc=None)
+            events = [json.loads(l) for l in open(log)] if os.path.exists(log) else []
+        mismatches = [e for e in events if e["event"] == "replica_mismatch"]
+        flipped = sum("fault injection" in l and "bitflip" in l for l in p.stderr.splitlines())
+        check(flipped >= 1, f"{what}: the flip was made and said ({flipped} line(s))")
+        if expected[0] == "stops":
+            check(p.returncode == 4 and "again after rolling back" in p.stderr and len(mismatches) == 2
+                  and mismatches[-1]["repeated"] is True,
+                  f"{what}: exit {p.returncode} (expected 4), the repeat named, events {mismatches}")
+            continue
+        check(p.returncode == 0 and s is not None, f"{what}: exit {p.returncode}" + ("" if p.returncode == 0 else p.stderr[-2000:]))
+        if s is None:
+            continue
+        samples_exact(s, 3 * DIGITS_TRAIN, what)
+        if expected[0] == "unseen":
+            check(not mismatches and s["param_sha256"] != base["param_sha256"],
+                  f"{what}: not detected ({len(mismatches)} events), final SHA-256 differs from the fault-free run's")
+            continue
+        check(s["param_sha256"] == base["param_sha256"],
+              f"{what}: final SHA-256 {s['param_sha256'][:12]} equals the fault-free run's {base['param_sha256'][:12]}")
+        ev = mismatches[0] if len(mismatches) == 1 else {}
+        if expected[0] == "excluded":
+            rank = expected[1]
+            left = ranks - spares if spares else ranks - 1
+            check(ev.get("excluded") == [rank] and ev.get("undecided") == 0 and ev.get("rolled_back_to") == 20
+                  and f"rank {rank} excluded" in p.stderr and s["world_size_final"] == left,
+                  f"{what}: one event excluding rank {rank}, rolled back to step 20 ({ev}); world {s['world_size_final']} "
+                  f"(expected {left})")
+        else:
+            check(ev.get("excluded") == [] and ev.get("undecided", 0) > 0 and ev.get("rolled_back_to") == 20
+                  and "no strict majority" in p.stderr and s["world_size_final"] == ranks - spares - sum("kill" in f for f in faults),
+                  f"{what}: one event, no majority, rolled back to step 20 ({ev}); world {s['world_size_final']}")
+
+
 def model_parallel_doc_commands():
     # Every ftcc-run command of docs/model-parallel.md's sh blocks, as printed (build/ is the build
     # folder): exit 0, one summary, and for a command with --inject a recovery of the named rank.
@@ -1248,6 +1331,7 @@ CASES = {
     "hybrid_fault_free": hybrid_fault_free,
     **{c: hybrid_fault_cases for c in HYBRID_FAULT_CASES},
     "model_parallel_doc_commands": model_parallel_doc_commands,
+    **{c: silent_corruption for c in CORRUPTION_CASES},
 }
 if case not in CASES:
     sys.exit(f"unknown case {case}: one of {', '.join(sorted(CASES))}")
