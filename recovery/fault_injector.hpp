@@ -25,9 +25,9 @@ class FaultInjector {
   FaultInjector(const std::vector<FaultSpec>& specs, int original_rank, std::string event_dir = {});
 
   bool enabled() const { return !mine_.empty(); }
-  // This rank's bitflip specs: data faults, which the training driver injects (the injector only
-  // acts on processes).
-  const std::vector<FaultSpec>& bitflips() const { return flips_; }
+  // This rank's bitflip and slow specs, which the training driver injects (the injector only acts
+  // on processes).
+  const std::vector<FaultSpec>& driver_faults() const { return driver_; }
 
   // Start of step `step`: fires phase=step specs for it; remembers the step for in_phase().
   void at_step(std::int64_t step);
@@ -51,7 +51,7 @@ class FaultInjector {
   void fire(FaultSpec& spec);
 
   std::vector<FaultSpec> mine_;
-  std::vector<FaultSpec> flips_;
+  std::vector<FaultSpec> driver_;
   std::vector<bool> fired_;
   int rank_ = -1;
   std::string event_dir_;

@@ -1,6 +1,7 @@
 #include "ftcc/recovery/fault_spec.hpp"
 
 #include <charconv>
+#include <cstdlib>
 #include <limits>
 #include <set>
 
@@ -40,11 +41,12 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }  // namespace
 
 const char* fault_spec_grammar() {
-  return "fault spec grammar: KIND:rank=R:step=S[:phase=P][:ms=M][:target=T][:bit=B][:times=N]\n"
+  return "fault spec grammar: KIND:rank=R:step=S[:phase=P][:ms=M][:target=T][:bit=B][:times=N][:factor=F][:steps=N]\n"
          "  KIND  kill (SIGKILL) | hang (SIGSTOP) | delay (sleep ms=M) | exit (exit(3) without MPI_Finalize)\n"
          "        | segv (a real segmentation fault) | stall (stop making progress, threads alive)\n"
          "        | throw (an exception on this rank alone) | invariant (an internal invariant fails on this rank)\n"
          "        | bitflip (flip bit B, default 20, of one float of T: param (default) | grad | optim; N times, default 1)\n"
+         "        | slow (steps take factor=F times as long, for steps=N steps, default to the end)\n"
          "  P     step (default) | allreduce | broadcast | allgather | recovery | shrink | agree | hooks | spare\n"
          "  e.g.  kill:rank=2:step=40  kill:rank=1:step=10:phase=allreduce  delay:rank=0:step=7:ms=500";
 }
@@ -60,6 +62,7 @@ const char* to_string(FaultKind k) {
     case FaultKind::throw_error: return "throw";
     case FaultKind::invariant: return "invariant";
     case FaultKind::bitflip: return "bitflip";
+    case FaultKind::slow: return "slow";
   }
   return "?";
 }
@@ -102,6 +105,7 @@ FaultSpec parse_fault_spec(const std::string& spec) {
   else if (kind == "throw") f.kind = FaultKind::throw_error;
   else if (kind == "invariant") f.kind = FaultKind::invariant;
   else if (kind == "bitflip") f.kind = FaultKind::bitflip;
+  else if (kind == "slow") f.kind = FaultKind::slow;
   else reject(spec, "unknown kind '" + kind + "'");
   std::set<std::string> seen;
   for (size_t i = 1; i < parts.size(); ++i) {
@@ -113,7 +117,13 @@ FaultSpec parse_fault_spec(const std::string& spec) {
     else if (key == "step") f.step = parse_int(spec, key, val);
     else if (key == "ms") f.delay_ms = static_cast<int>(parse_int(spec, key, val, std::numeric_limits<int>::max()));
     else if (key == "bit") f.bit = static_cast<int>(parse_int(spec, key, val, 31));
-    else if (key == "times") f.times = static_cast<int>(parse_int(spec, key, val, 1000000));
+    else if (key == "steps") f.slow_steps = parse_int(spec, key, val);
+    else if (key == "factor") {
+      char* end = nullptr;
+      f.factor = std::strtod(val.c_str(), &end);
+      if (val.empty() || end != val.c_str() + val.size() || !(f.factor > 1) || !(f.factor <= 1000))
+        reject(spec, "factor='" + val + "' must be a number above 1 and at most 1000");
+    } else if (key == "times") f.times = static_cast<int>(parse_int(spec, key, val, 1000000));
     else if (key == "target") {
       if (val == "param") f.target = FlipTarget::param;
       else if (val == "grad") f.target = FlipTarget::grad;
@@ -144,6 +154,10 @@ FaultSpec parse_fault_spec(const std::string& spec) {
   if (f.kind != FaultKind::delay && seen.count("ms")) reject(spec, "ms=M only applies to delay");
   for (const char* k : {"target", "bit", "times"})
     if (f.kind != FaultKind::bitflip && seen.count(k)) reject(spec, std::string(k) + "= only applies to bitflip");
+  for (const char* k : {"factor", "steps"})
+    if (f.kind != FaultKind::slow && seen.count(k)) reject(spec, std::string(k) + "= only applies to slow");
+  if (f.kind == FaultKind::slow && !seen.count("factor")) reject(spec, "slow needs factor=F");
+  if (f.kind == FaultKind::slow && f.phase != FaultPhase::step) reject(spec, "slow happens in the training step (phase=step)");
   if (f.kind == FaultKind::bitflip && f.phase != FaultPhase::step)
     reject(spec, "bitflip happens in the training step (phase=step), not in phase " + std::string(to_string(f.phase)));
   if (f.kind == FaultKind::bitflip && f.times < 1) reject(spec, "times must be >= 1");

@@ -1,7 +1,7 @@
 // recovery/fault_spec.hpp: the fault-injection grammar, shared by the API, the CLI and tests.
 //
 //   SPEC   := KIND ':' FIELD (':' FIELD)*
-//   KIND   := kill | hang | delay | exit | segv | stall | throw | invariant | bitflip
+//   KIND   := kill | hang | delay | exit | segv | stall | throw | invariant | bitflip | slow
 //   FIELD  := rank=R        rank (in the job's original numbering) that misbehaves   (required)
 //           | step=S        training step / loop iteration at which it happens       (required)
 //           | phase=P       where in the step: step (default: at its start), allreduce,
@@ -18,6 +18,8 @@
 //           | bit=B         bitflip: which bit of the float32 element, 0-31; default 20 (bitflip only)
 //           | times=N       bitflip: how many times it fires, each time the rank applies step S
 //                           (a rollback redoes it); default 1                        (bitflip only)
+//           | factor=F      slow: its steps take F times as long (F > 1, decimal)    (slow only, required)
+//           | steps=N       slow: for N steps from step S; default 0: to the end      (slow only)
 //
 //   kill   SIGKILL itself            hang   SIGSTOP itself (alive but silent: a hang to fence)
 //   delay  sleep M ms, then go on    exit   std::exit(3) without MPI_Finalize
@@ -29,6 +31,8 @@
 //            not by FaultInjector: one bit of the largest element (train/bit_flip.hpp) of this rank's first parameter
 //            (param, after the optimizer step of step S), of its summed gradient (grad, before
 //            the optimizer applies it) or of its optimizer state (optim, after the step)
+//   slow     a straggler, also done by the training driver: from step S (for N steps) the rank
+//            sleeps (F - 1) times its step's own computing time after computing
 //
 // Examples: kill:rank=2:step=40   kill:rank=1:step=10:phase=allreduce   hang:rank=3:step=5
 //           delay:rank=0:step=7:ms=500   exit:rank=2:step=3   bitflip:rank=1:step=5:target=optim
@@ -41,7 +45,7 @@
 
 namespace ftcc::recovery {
 
-enum class FaultKind { kill, hang, delay, exit, segv, stall, throw_error, invariant, bitflip };
+enum class FaultKind { kill, hang, delay, exit, segv, stall, throw_error, invariant, bitflip, slow };
 enum class FlipTarget { param, grad, optim };
 enum class FaultPhase { step, allreduce, broadcast, allgather, recovery, shrink, agree, hooks, spare };
 
@@ -54,6 +58,8 @@ struct FaultSpec {
   FlipTarget target = FlipTarget::param;  // bitflip only
   int bit = 20;
   int times = 1;
+  double factor = 0;            // slow only
+  std::int64_t slow_steps = 0;  // slow only; 0: to the end
   std::string text;  // the spec as written, for messages
 };
 

@@ -155,6 +155,17 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
                  "dp,pp, dp,tp): a rank outvoted by a strict majority is excluded, every survivor rolls back to "
                  "the last verified state; 0: never")
       ->capture_default_str();
+  app.add_option("--straggler-factor", c.straggler_factor,
+                 "at each --verify-every check, a rank whose own compute time per step is more than this many "
+                 "times the median's is slow")
+      ->capture_default_str();
+  app.add_option("--straggler-window", c.straggler_window,
+                 "a rank slow at this many checks in a row is a straggler: reported (and evicted with "
+                 "--evict-stragglers)")
+      ->capture_default_str();
+  app.add_flag("--evict-stragglers", c.evict_stragglers,
+               "exclude a straggler: always when a hot spare or a respawn can take its place, otherwise only "
+               "when the job is predicted faster without it");
   app.add_option("--spares", c.spares,
                  "hot spares: the last N processes of the job train nothing until a rank is lost, then one "
                  "takes its place, its rank and its data shard, with the state streamed from the survivors "

@@ -42,6 +42,15 @@ std::string prometheus_text(const TrainingMetrics& m) {
          m.replica_mismatches_total);
   metric("corrupt_ranks_excluded_total", "counter", "Ranks outvoted by their replicas and excluded since start.",
          m.corrupt_ranks_excluded_total);
+  metric("stragglers_reported_total", "counter", "Stragglers found (slow at --straggler-window checks in a row) since start.",
+         m.stragglers_reported_total);
+  metric("stragglers_evicted_total", "counter", "Stragglers evicted (--evict-stragglers) since start.",
+         m.stragglers_evicted_total);
+  if (!m.slowdown.empty()) {
+    os << "# HELP ftcc_straggler_slowdown A rank's own compute time per step over the median's, at the last check.\n"
+       << "# TYPE ftcc_straggler_slowdown gauge\n";
+    for (const auto& [rank, x] : m.slowdown) os << "ftcc_straggler_slowdown{rank=\"" << rank << "\"} " << x << "\n";
+  }
   return os.str();
 }
 

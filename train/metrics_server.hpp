@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,6 +28,9 @@ struct TrainingMetrics {
   std::int64_t last_state_transfer_bytes = 0;
   std::int64_t replica_mismatches_total = 0;       // replica verifications that found a mismatch
   std::int64_t corrupt_ranks_excluded_total = 0;   // ranks outvoted by their replicas and excluded
+  std::int64_t stragglers_reported_total = 0;
+  std::int64_t stragglers_evicted_total = 0;
+  std::map<int, double> slowdown;                  // original rank -> own time / the median's, last check
 };
 
 // The Prometheus exposition text for m (all series prefixed ftcc_).

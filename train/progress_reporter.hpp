@@ -29,6 +29,10 @@ class ProgressReporter {
   void recovered(const recovery::RecoveryEvent& ev);
   // A replica verification found a mismatch and `excluded` ranks were outvoted (every rank counts
   // it, so a new rank 0's metrics hold the whole run's).
+  // A straggler found (evicted: it leaves), and every rank's own time over the median's at the last check.
+  void straggler_found() { ++metrics_.stragglers_reported_total; }
+  void straggler_evicted() { ++metrics_.stragglers_evicted_total; }
+  void slowdowns(const std::map<int, double>& by_rank) { metrics_.slowdown = by_rank; }
   void replica_mismatch(std::int64_t excluded) {
     ++metrics_.replica_mismatches_total;
     metrics_.corrupt_ranks_excluded_total += excluded;

@@ -37,6 +37,8 @@ class RunLog {
   // `event` in --log-json, written by the rank the caller names (`writes`: the lowest rank that
   // stays, as rank 0 may be the one outvoted).
   void replica_mismatch(const nlohmann::json& event, const std::string& line, bool writes);
+  // Another event for --log-json ({"event":"straggler",...}), from rank 0.
+  void event(const nlohmann::json& event) { json_line(event); }
   void finish(const nlohmann::json& summary);
 
  private:

@@ -31,6 +31,15 @@ void StepBreakdown::mark(Phase p) {
   last_ = now;
 }
 
+double StepBreakdown::own_ms() const {
+  double t = 0;
+  for (std::size_t p = 0; p < kPhases; ++p)
+    if (p != static_cast<std::size_t>(Phase::exposed_comm) && p != static_cast<std::size_t>(Phase::verify) &&
+        p != static_cast<std::size_t>(Phase::snapshot))
+      t += current_[p];
+  return t;
+}
+
 void StepBreakdown::end_step() {
   if (ended_++ == 0) return;  // the first step is left out
   if (window_.size() < kStepWindow) window_.push_back(current_);

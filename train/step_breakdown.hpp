@@ -44,6 +44,9 @@ class StepBreakdown {
   void mark(Phase p);
   void end_step();
   std::size_t steps() const { return ended_; }
+  // The step so far without its waits for other ranks (exposed_comm, verify, snapshot): this
+  // rank's own time, for the straggler watch (train/straggler_watch.hpp).
+  double own_ms() const;
   // {"steps": steps in the medians, "<phase>": median ms, ..., "total": median ms of whole
   // steps}; null before two steps have ended.
   nlohmann::json to_json() const;

@@ -92,6 +92,9 @@ const std::vector<Field>& fields() {
       field("replicas", &TrainConfig::replicas, kSafe),            // in-memory copies only
       field("replicate-every", &TrainConfig::replicate_every, kSafe),
       field("verify-every", &TrainConfig::verify_every, kSafe),  // when replicas are compared, not what they compute
+      field("straggler-factor", &TrainConfig::straggler_factor, kSafe),
+      field("straggler-window", &TrainConfig::straggler_window, kSafe),
+      field("evict-stragglers", &TrainConfig::evict_stragglers, kSafe),
       field("spares", &TrainConfig::spares, kSafe),  // which processes train, not what they compute
       field("respawn", &TrainConfig::respawns, kSafe),
   };
@@ -160,6 +163,10 @@ void TrainConfig::validate() const {
       << "--schedule 1f1b is a pipeline schedule: for --parallel pp or dp,pp, not " << choice_name(parallel);
   FTCC_REQUIRE(replicas >= 0 && replicate_every > 0) << "--replicas >= 0 and --replicate-every > 0";
   FTCC_REQUIRE(verify_every >= 0) << "--verify-every must be >= 0 (0 turns replica verification off), got " << verify_every;
+  FTCC_REQUIRE(straggler_factor > 1 && straggler_factor <= 1000)
+      << "--straggler-factor must be a number above 1 and at most 1000, got " << straggler_factor;
+  FTCC_REQUIRE(straggler_window >= 1 && straggler_window <= 1000000)
+      << "--straggler-window must be in [1, 1000000] checks, got " << straggler_window;
   // What the model-parallel strategies do not support, refused here, before any rank forms its group
   // (refused inside the driver, a rank still finishing the group's start-up saw the others' revoke
   // as a failure, and a hot spare's leaving crashed Open MPI under MPI_Comm_split).
@@ -202,7 +209,8 @@ std::string TrainConfig::canonical() const {
      << " checkpoint_every=" << checkpoint_every << " keep_checkpoints=" << keep_checkpoints << " resume=" << resume << " init_weights=" << init_weights << " held_out=" << held_out
      << " bucket_mb=" << bucket_mb << " overlap=" << overlap << " micro_batches=" << micro_batches
      << " schedule=" << choice_name(schedule) << " pp_size=" << pp_size << " tp_size=" << tp_size << " replicas=" << replicas
-     << " replicate_every=" << replicate_every << " verify_every=" << verify_every << " spares=" << spares << " respawn=" << respawns << " inject=";
+     << " replicate_every=" << replicate_every << " verify_every=" << verify_every << " straggler_factor=" << straggler_factor
+     << " straggler_window=" << straggler_window << " evict_stragglers=" << evict_stragglers << " spares=" << spares << " respawn=" << respawns << " inject=";
   for (const auto& s : inject) os << s << ';';
   return os.str();
 }

@@ -138,6 +138,9 @@ struct TrainConfig {
   int replicas = 1;                           // buddy replicas (pp/tp)
   int replicate_every = 1;
   int verify_every = 50;                      // compare the live replicas' state every N steps (0: never)
+  double straggler_factor = 2;                // a rank this many times slower than the median is slow
+  int straggler_window = 3;                   // ... at this many checks in a row: a straggler
+  bool evict_stragglers = false;              // exclude a straggler (train/straggler_watch.hpp)
   int spares = 0;                             // hot spares: the last N processes wait to replace a lost rank
   int respawns = 0;                           // new processes the job may start to fill lost places
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "ftcc/base/error.hpp"
 #include "ftcc_config.hpp"
@@ -24,6 +25,7 @@
 #include "ftcc/train/progress_reporter.hpp"
 #include "ftcc/train/bit_flip.hpp"
 #include "ftcc/train/replica_verifier.hpp"
+#include "ftcc/train/straggler_watch.hpp"
 #include "ftcc/train/run_log.hpp"
 #include "ftcc/train/state_hash.hpp"
 #include "ftcc/train/step_breakdown.hpp"
@@ -255,7 +257,7 @@ class Driver {
     require_same_replicas("initial parameters differ between ranks");
     if (dp_) reducer();  // its arena now, not inside the first step (the steps' peak memory)
     live_valid_ = true;
-    if (const ReplicaVerdict v = check_replicas(c); !v.clean())
+    if (const ReplicaVerdict v = check_replicas(c).verdict; !v.clean())
       throw ftcc::Error("the replicas' parameters or optimizer state differ at the start (" + describe(v) + ")");
     g_.set_committed_step(p_.step - 1);
     replicate();
@@ -282,11 +284,14 @@ class Driver {
     const auto ids = sampler_->batch(p_.cursor);
     timer_.mark(Phase::data);
     const StepShare share = model_ ? compute(c, ids) : StepShare{};
+    inject_slowness();
     const double loss = commit(c, share, static_cast<std::int64_t>(ids.size()), report);
     const bool checkpoint = ckpt_ && cfg_.checkpoint_every > 0 && p_.step % cfg_.checkpoint_every == 0;
     // A checkpoint is written only from verified state.
-    if (verifying() && (p_.step % cfg_.verify_every == 0 || checkpoint)) verify_step(c);
+    if (cfg_.verify_every > 0 && (p_.step % cfg_.verify_every == 0 || (checkpoint && verifying()))) verify_step(c);
     if (p_.step % cfg_.replicate_every == 0) replicate();
+    own_ms_ += timer_.own_ms();
+    ++own_steps_;
     timer_.end_step();  // a checkpoint's write is not part of the step
     if (checkpoint) {
       gather_full(c);
@@ -500,7 +505,9 @@ class Driver {
     store_.drop_unmade();  // the next step changes the live state
     if (dp_) reducer();
     grp.set_committed_step(p_.step - 1);
-    if (const ReplicaVerdict v = check_replicas(c); !v.clean()) {  // settled by a new try of this recovery
+    own_ms_ = 0;  // the steps' times start again on the new group
+    own_steps_ = 0;
+    if (const ReplicaVerdict v = check_replicas(c).verdict; !v.clean()) {  // settled by a new try of this recovery
       remember_verdict(v);
       throw fc::FaultDetected("replica verification", "after recovery: " + describe(v));
     }
@@ -640,64 +647,127 @@ class Driver {
     return mine;
   }
 
-  // --- Replica verification (train/replica_verifier.hpp) and the bitflip fault ---
+  // --- Replica verification (train/replica_verifier.hpp), stragglers (train/straggler_watch.hpp)
+  // and the faults that do not crash (bitflip, slow) ---
 
   // Whether the live replicas are compared: some unit has two or more (every dp rank with two or
   // more; the hybrids' positions with two or more model replicas).
   bool verifying() const { return cfg_.verify_every > 0 && grid_.replicas > 1; }
 
-  // Digests this rank's units, allgathers (digest, verified step) over c and votes. Clean: the
-  // packed units become the last verified state. Pre: verifying() or not, every rank calls it alike.
-  ReplicaVerdict check_replicas(fc::Communicator& c) {
-    if (!verifying()) return {};
+  // What one exchange found: the replicas' vote, and with timing the ranks that just became
+  // stragglers (original ranks) and each rank's own ms per step since the last check.
+  struct CheckResult {
+    ReplicaVerdict verdict;
+    std::vector<int> stragglers;
+    std::vector<double> own_ms;
+  };
+
+  // One allgather over c of (digest of this rank's units, its mean own µs per step since the last
+  // check or -1): the replicas vote (when verifying(); clean: the packed units become the last
+  // verified state) and, with `timing`, the straggler watch counts. Every rank calls it alike.
+  CheckResult check_replicas(fc::Communicator& c, bool timing = false) {
+    if (cfg_.verify_every == 0) return {};
     std::map<UnitKey, std::shared_ptr<const Bytes>> units;
     std::uint64_t digest = 0;
-    if (model_)
+    if (model_ && verifying())
       for (const UnitKey& u : s_->units_of(grid_.model, position())) {
         auto b = std::make_shared<const Bytes>(s_->pack(u));
         digest = digest * 0x100000001b3ULL + state_digest(*b);
         units.emplace(u, std::move(b));
       }
+    const std::int64_t own_us = own_steps_ > 0 && model_ ? static_cast<std::int64_t>(1000 * own_ms_ / own_steps_) : -1;
+    own_ms_ = 0;
+    own_steps_ = 0;
     const int n = c.size();
     auto& mine = *pins_.keep(std::make_shared<std::array<std::int64_t, 2>>(
-        std::array<std::int64_t, 2>{static_cast<std::int64_t>(digest), verified_.step()}));
+        std::array<std::int64_t, 2>{static_cast<std::int64_t>(digest), own_us}));
     auto& all = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(2 * static_cast<std::size_t>(n)));
     fc::allgather(c, mine.data(), all.data(), 2, fc::DType::i64);
+    CheckResult out;
     std::vector<std::uint64_t> digests(static_cast<std::size_t>(n));
     std::vector<int> pos(static_cast<std::size_t>(n));
     for (int r = 0; r < n; ++r) {
-      digests[static_cast<std::size_t>(r)] = static_cast<std::uint64_t>(all[2 * static_cast<std::size_t>(r)]);
-      pos[static_cast<std::size_t>(r)] = grid_.is_active(r) ? grid_.position_of(r) : -1;
+      const auto i = static_cast<std::size_t>(r);
+      digests[i] = static_cast<std::uint64_t>(all[2 * i]);
+      pos[i] = grid_.is_active(r) ? grid_.position_of(r) : -1;
+      out.own_ms.push_back(all[2 * i + 1] < 0 ? -1.0 : static_cast<double>(all[2 * i + 1]) / 1000);
     }
-    ReplicaVerdict v = vote(digests, pos);
-    if (v.clean()) verified_ = {p_, built_.value_or(std::pair{0, 0}), std::move(units)};
-    else
-      for (int r = 1; r < n; ++r)  // every rank verified at the same steps (the hooks' end, uniform checks)
-        FTCC_INVARIANT(all[2 * static_cast<std::size_t>(r) + 1] == all[1])
-            << "replica verification: rank " << r << " verified step " << all[2 * static_cast<std::size_t>(r) + 1]
-            << ", rank 0 step " << all[1];
-    return v;
+    if (verifying()) out.verdict = vote(digests, pos);
+    if (verifying() && out.verdict.clean()) verified_ = {p_, built_.value_or(std::pair{0, 0}), std::move(units)};
+    if (timing) out.stragglers = watch_.observe(out.own_ms, g_.members());
+    return out;
   }
 
-  // The check at a --verify-every step: a mismatch is remembered and settled by a recovery of every
-  // rank (the FaultDetected revokes the group), so that the rollback and the exclusion are uniform
-  // even when a rank dies on the way (settle_verdict).
+  // The check at a --verify-every step. A mismatch, or a straggler to evict, is remembered and
+  // settled by a recovery of every rank (the FaultDetected revokes the group), so that the
+  // rollback and the exclusion are uniform even when a rank dies on the way (settle_verdict).
   void verify_step(fc::Communicator& c) {
-    const ReplicaVerdict v = check_replicas(c);
+    CheckResult r = check_replicas(c, /*timing=*/true);
     timer_.mark(Phase::verify);
-    if (v.clean()) return;
-    remember_verdict(v);
-    throw fc::FaultDetected("replica verification", "replicas differ at step " + std::to_string(p_.step) + ": " +
-                                                        describe(v));
+    const int evict = report_stragglers(c, r);
+    report_->slowdowns(watch_.slowdowns());
+    if (r.verdict.clean() && evict < 0) return;
+    remember_verdict(r.verdict, evict);
+    throw fc::FaultDetected(r.verdict.clean() ? "straggler eviction" : "replica verification",
+                            "at step " + std::to_string(p_.step) + ": " +
+                                (r.verdict.clean() ? "rank " + std::to_string(evict) + " evicted as a straggler"
+                                                   : describe(r.verdict)));
+  }
+
+  // The stragglers this check found: a line, an event and a counter each; with --evict-stragglers
+  // the slowest of them is evicted (returned: its original rank; -1: none) when a hot spare or a
+  // respawn can take its place or the job is predicted faster without it (evict_pays), said either way.
+  int report_stragglers(fc::Communicator& c, const CheckResult& r) {
+    int evict = -1;
+    double slowest = 0;
+    const int active = grid_.active();
+    for (int who : r.stragglers) {
+      const double x = watch_.slowdown(who), med = watch_.others_ms(who), own = x * med;
+      report_->straggler_found();
+      std::string line = "straggler: rank " + std::to_string(who) + "'s own compute took " + fixed(own) + " ms per step, " +
+                         fixed(x) + "x the other ranks' median " + fixed(med) + " ms, at " + std::to_string(cfg_.straggler_window) +
+                         " checks in a row (step " + std::to_string(p_.step) + ")";
+      const bool replaced = g_.spares_left() > 0 || g_.respawns_left() > 0;
+      const double predicted = predicted_step_without(med, active);
+      const bool pays = replaced || evict_pays(own, med, active);
+      if (cfg_.evict_stragglers)
+        line += replaced ? "; evicting it: a " + std::string(g_.spares_left() > 0 ? "hot spare" : "respawned process") + " takes its place"
+                : pays ? "; evicting it: predicted " + fixed(predicted) + " ms per step on " + std::to_string(active - 1) +
+                             " ranks against " + fixed(own) + " ms now"
+                       : "; not evicted: predicted " + fixed(predicted) + " ms per step on " + std::to_string(active - 1) +
+                             " ranks, no faster than " + fixed(own) + " ms now";
+      log_.note(line);
+      log_.event({{"event", "straggler"}, {"rank", who}, {"step", p_.step}, {"own_ms", own}, {"median_ms", med},
+                  {"slowdown", x}, {"evicted", cfg_.evict_stragglers && pays}, {"predicted_ms_without", predicted}});
+      if (cfg_.evict_stragglers && pays && x > slowest) {
+        slowest = x;
+        evict = who;
+        predicted_ms_ = replaced ? med : predicted;
+      }
+    }
+    if (evict < 0 && predicted_ms_ > 0 && !r.own_ms.empty()) {  // the check after an eviction: what happened
+      log_.note("after the eviction: the median rank's own compute takes " + fixed(watch_.median_ms()) +
+                " ms per step (predicted " + fixed(predicted_ms_) + " ms)");
+      predicted_ms_ = 0;
+    }
+    (void)c;
+    return evict;
+  }
+
+  static std::string fixed(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.2f", v);
+    return b;
   }
 
   // Verdicts are numbered: every survivor leaves a recovery with the same verdict_applied_ (the
   // allreduce of settle_verdict), so the next one gets the same number on every rank that finds it.
-  void remember_verdict(const ReplicaVerdict& v) {
-    FTCC_INVARIANT(verified_.held()) << "replica verification: a mismatch at step " << p_.step
-                                     << " with no verified state to return to";
-    verdict_ = {verdict_applied_ + 1, p_.step, verified_.step(), v.undecided, {}};
+  void remember_verdict(const ReplicaVerdict& v, int straggler = -1) {
+    FTCC_INVARIANT(v.clean() || verified_.held()) << "replica verification: a mismatch at step " << p_.step
+                                                  << " with no verified state to return to";
+    verdict_ = {verdict_applied_ + 1, p_.step, verified_.step(), v.undecided, !v.clean(), {}, -1};
     for (int r : v.odd) verdict_.odd.push_back(g_.members()[static_cast<std::size_t>(r)]);
+    verdict_.straggler = straggler;
   }
 
   std::string describe(const ReplicaVerdict& v) const {
@@ -718,25 +788,36 @@ class Driver {
   void settle_verdict(recovery::ResilientGroup& grp) {
     fc::Communicator& c = grp.comm();
     const int n = c.size();
-    constexpr std::size_t kFlags = 4;  // [number, step, rollback_to, undecided, outvoted flag of each rank]
+    // [number, step, rollback_to, undecided, rollback, then per rank: 1 outvoted, 2 evicted straggler]
+    constexpr std::size_t kFlags = 5;
     auto& w = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(kFlags + static_cast<std::size_t>(n), 0));
     w[0] = verdict_.number;
     w[1] = verdict_.step;
     w[2] = verdict_.rollback_to;
     w[3] = verdict_.undecided;
-    for (int r = 0; r < n; ++r)
-      w[kFlags + static_cast<std::size_t>(r)] =
-          std::count(verdict_.odd.begin(), verdict_.odd.end(), grp.members()[static_cast<std::size_t>(r)]) > 0;
+    w[4] = verdict_.rollback ? 1 : 0;
+    for (int r = 0; r < n; ++r) {
+      const int orig = grp.members()[static_cast<std::size_t>(r)];
+      w[kFlags + static_cast<std::size_t>(r)] = std::count(verdict_.odd.begin(), verdict_.odd.end(), orig) > 0 ? 1
+                                                : verdict_.straggler == orig                                 ? 2
+                                                                                                             : 0;
+    }
     fc::allreduce(c, fc::kInPlace, w.data(), w.size(), fc::DType::i64, fc::ReduceOp::max);
     if (w[0] <= verdict_applied_) return;  // none (-1), or applied here in an earlier try
     verdict_applied_ = w[0];
+    const std::int64_t mine = w[kFlags + static_cast<std::size_t>(c.rank())];
+    if (std::find(w.begin() + kFlags, w.end(), 2) != w.end()) report_->straggler_evicted();
+    if (mine == 2) grp.leave_excluded("evicted as a straggler (--evict-stragglers): its own compute time per step was "
+                                      "above --straggler-factor times the median's at --straggler-window checks in a row; "
+                                      "self-fenced (SIGKILL)");
+    if (w[4] == 0) return;  // a straggler's eviction alone: nobody rolls back (ranks are renumbered by the recovery)
     const bool holds_state = built_ && live_valid_ && verified_.held();
     if (!holds_state) return;  // a newcomer: the restore gives it the survivors' (rolled back) state
     std::vector<int> odd;
     int writer = -1;  // the lowest rank that stays reports it
     for (int r = 0; r < n; ++r) {
-      if (w[kFlags + static_cast<std::size_t>(r)] != 0) odd.push_back(grp.members()[static_cast<std::size_t>(r)]);
-      else if (writer < 0) writer = r;
+      if (w[kFlags + static_cast<std::size_t>(r)] == 1) odd.push_back(grp.members()[static_cast<std::size_t>(r)]);
+      else if (writer < 0 && w[kFlags + static_cast<std::size_t>(r)] == 0) writer = r;
     }
     const std::int64_t at = w[1], to = w[2];
     const bool repeated = w[3] > 0 && undecided_at_ == at;
@@ -749,19 +830,21 @@ class Driver {
                            {"undecided", w[3]}, {"repeated", repeated}},
                           line, c.rank() == writer);
     report_->replica_mismatch(static_cast<std::int64_t>(odd.size()));
-    if (w[kFlags + static_cast<std::size_t>(c.rank())] != 0)
+    if (mine == 1)
       grp.leave_excluded("excluded: its parameters or optimizer state differed from a strict majority of its replicas' "
                          "in the verification at step " + std::to_string(at) + " (silent data corruption); self-fenced (SIGKILL)");
     if (repeated)
       throw ftcc::Error("replica verification: replicas differ with no strict majority at step " + std::to_string(at) +
                         " again after rolling back to step " + std::to_string(to) +
                         " (a fault that repeats: check the hardware of the ranks involved)");
-    roll_back_to_verified();
+    roll_back_to_verified(to);
   }
 
   // This rank's part back to the last verified state, and the position recorded with it.
-  void roll_back_to_verified() {
-    FTCC_INVARIANT(built_ && *built_ == verified_.split) << "replica verification: verified state of another split";
+  void roll_back_to_verified(std::int64_t to) {
+    FTCC_INVARIANT(built_ && *built_ == verified_.split && verified_.step() == to)
+        << "replica verification: the verified state here is of step " << verified_.step() << " (split "
+        << verified_.split.first << ", " << verified_.split.second << "), the verdict rolls back to step " << to;
     store_.drop_unmade();
     for (const auto& [u, b] : verified_.units) s_->unpack(u, *b);
     p_ = verified_.progress;
@@ -775,12 +858,12 @@ class Driver {
   // The bitflip faults of this rank (recovery/fault_spec.hpp) due at this step: grad before the
   // optimizer step (after_apply false), param and optim after it. Each fires `times` times.
   void inject_bitflips(bool after_apply) {
-    const auto& specs = g_.injector().bitflips();
+    const auto& specs = g_.injector().driver_faults();
     if (specs.empty() || !model_) return;
     flips_done_.resize(specs.size(), 0);
     for (std::size_t i = 0; i < specs.size(); ++i) {
       const recovery::FaultSpec& f = specs[i];
-      if (f.step != p_.step || flips_done_[i] >= f.times || (f.target != recovery::FlipTarget::grad) != after_apply) continue;
+      if (f.kind != recovery::FaultKind::bitflip || f.step != p_.step || flips_done_[i] >= f.times || (f.target != recovery::FlipTarget::grad) != after_apply) continue;
       const auto& [name, param] = s_->params().front();
       tensor::Tensor t = param;
       std::string what = "parameter " + name;
@@ -803,10 +886,28 @@ class Driver {
     }
   }
 
-  // The newest mismatch this rank knows (step -1: none); odd: original ranks.
+  // The slow fault (recovery/fault_spec.hpp) while it lasts: after computing, this rank sleeps
+  // (factor - 1) times what the step took so far, counted as compute.
+  void inject_slowness() {
+    for (const recovery::FaultSpec& f : g_.injector().driver_faults()) {
+      if (f.kind != recovery::FaultKind::slow || !model_ || p_.step < f.step ||
+          (f.slow_steps > 0 && p_.step >= f.step + f.slow_steps))
+        continue;
+      if (p_.step == f.step)
+        std::fprintf(stderr, "ftcc: fault injection on rank %d at step %lld: %s\n", g_.original_rank(),
+                     static_cast<long long>(p_.step), f.text.c_str());
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>((f.factor - 1) * timer_.own_ms()));
+      timer_.mark(Phase::compute);
+    }
+  }
+
+  // The newest verdict this rank knows (step -1: none): outvoted ranks (original) and a straggler
+  // to evict; rollback when a mismatch was found.
   struct PendingVerdict {
     std::int64_t number = -1, step = -1, rollback_to = -1, undecided = 0;
+    bool rollback = false;
     std::vector<int> odd;
+    int straggler = -1;
   };
 
   const TrainConfig& cfg_;
@@ -842,6 +943,10 @@ class Driver {
   std::int64_t verdict_applied_ = -1;   // the step of the last verdict applied here
   std::int64_t undecided_at_ = -1;      // the step of the last verdict without a majority
   std::vector<int> flips_done_;         // per bitflip spec: times fired
+  StragglerWatch watch_{cfg_.straggler_factor, cfg_.straggler_window};
+  double own_ms_ = 0;                   // this rank's own compute ms over the steps since the last check
+  std::int64_t own_steps_ = 0;
+  double predicted_ms_ = 0;             // after an eviction: the predicted median, said at the next check
 };
 
 }  // namespace

@@ -24,7 +24,10 @@ std::uint64_t reference_hash(int steps) {
 
 std::string list(const std::vector<int>& v) {
   std::string out = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';  // (not `sep + to_string(...)`: GCC 12 warns, wrongly, of an overlapping memcpy there)
+    out += std::to_string(v[i]);
+  }
   return out + "]";
 }
 

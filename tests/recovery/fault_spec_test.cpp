@@ -27,6 +27,14 @@ TEST(FaultSpec, ParsesEveryKindAndPhase) {
   EXPECT_EQ(fr::parse_fault_spec("kill:rank=0:step=1:phase=broadcast").phase, fr::FaultPhase::broadcast);
 }
 
+TEST(FaultSpec, ParsesSlow) {
+  const auto s = fr::parse_fault_spec("slow:rank=2:step=10:factor=2.5");
+  EXPECT_EQ(s.kind, fr::FaultKind::slow);
+  EXPECT_DOUBLE_EQ(s.factor, 2.5);
+  EXPECT_EQ(s.slow_steps, 0);
+  EXPECT_EQ(fr::parse_fault_spec("slow:rank=2:step=10:factor=3:steps=20").slow_steps, 20);
+}
+
 TEST(FaultSpec, ParsesBitflip) {
   const auto d = fr::parse_fault_spec("bitflip:rank=1:step=5");
   EXPECT_EQ(d.kind, fr::FaultKind::bitflip);
@@ -40,8 +48,8 @@ TEST(FaultSpec, ParsesBitflip) {
   EXPECT_EQ(fr::parse_fault_spec("bitflip:rank=0:step=9:target=optim:bit=0").target, fr::FlipTarget::optim);
   // A data fault: the training driver makes it, the process injector never acts on it.
   fr::FaultInjector inj(fr::parse_fault_specs({"bitflip:rank=0:step=1", "kill:rank=0:step=7"}), 0);
-  ASSERT_EQ(inj.bitflips().size(), 1U);
-  EXPECT_EQ(inj.bitflips()[0].step, 1);
+  ASSERT_EQ(inj.driver_faults().size(), 1U);
+  EXPECT_EQ(inj.driver_faults()[0].step, 1);
   inj.at_step(1);  // would not return if it were treated as a process fault
 }
 
@@ -76,6 +84,11 @@ TEST(FaultSpec, RejectsBadSpecsWithTheGrammar) {
   expect_rejected("bitflip:rank=1:step=1:ms=5", "only applies to delay");
   expect_rejected("kill:rank=1:step=1:target=grad", "target= only applies to bitflip");
   expect_rejected("hang:rank=1:step=1:times=2", "times= only applies to bitflip");
+  expect_rejected("slow:rank=1:step=1", "slow needs factor=F");
+  expect_rejected("slow:rank=1:step=1:factor=1", "must be a number above 1 and at most 1000");
+  expect_rejected("slow:rank=1:step=1:factor=abc", "must be a number above 1 and at most 1000");
+  expect_rejected("slow:rank=1:step=1:factor=nan", "must be a number above 1 and at most 1000");
+  expect_rejected("kill:rank=1:step=1:factor=3", "factor= only applies to slow");
   // Found by the fault_spec fuzzer: rank and ms are ints, so larger values used to wrap (here to
   // a negative rank; another value could have wrapped onto a real rank).
   expect_rejected("delay:rank=88888888880:step=7888888888888888:ms=500", "rank must be <= 2147483647");

@@ -615,7 +615,7 @@ def bad_input():
             (2, ["--dataset", "digits", "--layers", "10,64,10"], "--layers starts with 10"),
             (2, ["--dataset", "digits", "--layers", "64,64,3"], "--layers ends with 3"),
             (2, ["--epochs", "2", "--steps", "3"], "not both"),
-            (2, ["--inject", "kill:rank=1"], "bad fault spec 'kill:rank=1': step=S is required", 6),  # + the grammar's 6 lines
+            (2, ["--inject", "kill:rank=1"], "bad fault spec 'kill:rank=1': step=S is required", 8),  # + the grammar's 8 lines
             (2, ["--batch", "0"], "--batch must be in [1, 2147483647], got 0"),
             (2, ["--optimizer", "rmsprop"], "--optimizer"),
             (2, ["--loss", "hinge"], "--loss"),
@@ -657,7 +657,9 @@ def bad_input():
              "--micro-batches 3 or more"),
             (2, ["--spares", "-1"], "--spares must be >= 0, got -1"),
             (2, ["--verify-every", "-1"], "--verify-every must be >= 0 (0 turns replica verification off), got -1"),
-            (2, ["--inject", "bitflip:rank=1:step=3:target=weights"], "unknown target 'weights' (param, grad or optim)"),
+            (2, ["--inject", "bitflip:rank=1:step=3:target=weights"], "unknown target 'weights' (param, grad or optim)", 8),
+            (2, ["--straggler-factor", "0.5"], "--straggler-factor must be a number above 1 and at most 1000, got 0.5"),
+            (2, ["--straggler-window", "0"], "--straggler-window must be in [1, 1000000] checks, got 0"),
             # A second --layers was appended to the first (CLI11's vector option): now refused.
             (2, ["--layers", "64,64,10", "--layers", "64,10"], "--layers: At Most 1 required but received 2"),
             (2, ["--layers", "64,x,10"], "--layers '64,x,10': 'x' is not a width (expected integers such as 64,64,10)"),
@@ -1284,6 +1286,60 @@ def silent_corruption():
                   f"{what}: one event, no majority, rolled back to step 20 ({ev}); world {s['world_size_final']}")
 
 
+# Stragglers (train/straggler_watch.hpp): a rank slowed by `slow:` (it sleeps (F - 1) x its own
+# compute each step), checked every --verify-every 10 steps. Rows: (ranks, flags, faults, expected):
+# "evicted" (it leaves; with a spare the world stays full), "reported" (a line and an event, it
+# stays), "kept" (reported, but evicting it is predicted slower: it stays, and says why), "quiet"
+# (slow for too few checks: no report).
+STRAGGLER_MODEL = ["--dataset", "synthetic:4096:256:16", "--layers", "256,512,512,16", "--batch", "256",
+                   "--steps", "120", "--lr", "0.01", "--verify-every", "10"]
+# 120 steps: 9 epochs of 13 batches (3277 training rows after --held-out 0.2: 12 of 256 and one of
+# 205), then 3 batches of 256.
+STRAGGLER_SAMPLES = 9 * 3277 + 3 * 256
+STRAGGLER_RUNS = [
+    (4, ["--evict-stragglers"], ["slow:rank=3:step=20:factor=3"], "evicted"),
+    (5, ["--evict-stragglers", "--spares", "1"], ["slow:rank=1:step=20:factor=3"], "evicted"),
+    (4, [], ["slow:rank=2:step=20:factor=3"], "reported"),
+    (2, ["--evict-stragglers", "--straggler-factor", "1.25", "--straggler-window", "2"],
+     ["slow:rank=1:step=20:factor=1.6"], "kept"),
+    # Slow for 12 steps: at most 2 checks in a row, the window is 3.
+    (4, ["--evict-stragglers"], ["slow:rank=2:step=20:factor=3:steps=12"], "quiet"),
+]
+
+
+def stragglers():
+    for ranks, flags, faults, expected in STRAGGLER_RUNS:
+        what = f"{ranks} ranks {' '.join(flags)}, {' and '.join(faults)}"
+        slow = int(re.search(r"rank=(\d+)", faults[0]).group(1))
+        spares = int(flags[flags.index("--spares") + 1]) if "--spares" in flags else 0
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "run.jsonl")
+            s, p = run(ranks, *STRAGGLER_MODEL, *flags, *[a for f in faults for a in ("--inject", f)], "--log-json", log)
+            events = [json.loads(l) for l in open(log)]
+        found = [e for e in events if e["event"] == "straggler"]
+        samples_exact(s, STRAGGLER_SAMPLES, what)
+        check(any("fault injection" in l and "slow:" in l for l in p.stderr.splitlines()), f"{what}: the slowdown said")
+        if expected == "quiet":
+            check(not found and "straggler" not in p.stderr and s["world_size_final"] == ranks - spares,
+                  f"{what}: not reported ({found}), world {s['world_size_final']}")
+            continue
+        ev = found[0] if len(found) == 1 else {}
+        check(ev.get("rank") == slow and ev.get("slowdown", 0) > float(flags[flags.index("--straggler-factor") + 1]
+                                                                      if "--straggler-factor" in flags else 2),
+              f"{what}: one straggler event naming rank {slow} ({found})")
+        line = next((l for l in p.stderr.splitlines() if l.startswith("ftcc-train: straggler: rank")), "")
+        if expected == "evicted":
+            check(ev.get("evicted") is True and "evicting it" in line and f"rank {slow} evicted as a straggler" in p.stderr
+                  and "after the eviction:" in p.stderr and s["world_size_final"] == (ranks - spares if spares else ranks - 1),
+                  f"{what}: evicted, world {s['world_size_final']}: {line}")
+        elif expected == "kept":
+            check(ev.get("evicted") is False and "not evicted: predicted" in line and s["world_size_final"] == ranks,
+                  f"{what}: kept (evicting is predicted slower), world {s['world_size_final']}: {line}")
+        else:
+            check(ev.get("evicted") is False and "evict" not in line and s["world_size_final"] == ranks,
+                  f"{what}: reported, not evicted, world {s['world_size_final']}: {line}")
+
+
 def model_parallel_doc_commands():
     # Every ftcc-run command of docs/model-parallel.md's sh blocks, as printed (build/ is the build
     # folder): exit 0, one summary, and for a command with --inject a recovery of the named rank.
@@ -1332,6 +1388,7 @@ CASES = {
     **{c: hybrid_fault_cases for c in HYBRID_FAULT_CASES},
     "model_parallel_doc_commands": model_parallel_doc_commands,
     **{c: silent_corruption for c in CORRUPTION_CASES},
+    "stragglers": stragglers,
 }
 if case not in CASES:
     sys.exit(f"unknown case {case}: one of {', '.join(sorted(CASES))}")
