@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/kept_buffer.hpp"
+
 namespace ftcc::train {
 namespace {
 
@@ -59,6 +62,14 @@ ReplicaVerdict vote(std::span<const std::uint64_t> digest, std::span<const int> 
   }
   std::sort(v.odd.begin(), v.odd.end());
   return v;
+}
+
+ReplicaVerdict verify_replicas(comm::Communicator& c, std::span<const std::byte> state) {
+  const comm::KeptBuffer<std::int64_t> mine(static_cast<std::int64_t>(state_digest(state)));
+  const comm::KeptBuffer<std::vector<std::int64_t>> all(static_cast<std::size_t>(c.size()));
+  comm::allgather(c, mine.get(), all->data(), 1, comm::DType::i64);
+  const std::vector<std::uint64_t> digests(all->begin(), all->end());
+  return vote(digests, std::vector<int>(digests.size(), 0));
 }
 
 }  // namespace ftcc::train

@@ -12,6 +12,8 @@
 //    always changes it: the digest is a sum of a bijection of each word and its index. Changes of
 //    several words collide with chance about 2^-64. It guards against hardware, not forgers.
 //  - vote: pure; every rank calls it on the same allgathered data and gets the same verdict.
+// verify_replicas() is the same check for an embedding program's own state (docs/reliability.md
+// has an example that acts on the verdict under a real exclusion).
 // What it cannot see: a wrong computation whose result every replica applies (a corrupted
 // gradient before the replicas' sum), and anything in a unit with no live replica (pp or tp with
 // one model replica). docs/reliability.md says so.
@@ -23,6 +25,7 @@
 #include <span>
 #include <vector>
 
+#include "ftcc/comm/communicator.hpp"
 #include "ftcc/train/replica_store.hpp"
 #include "ftcc/train/training_progress.hpp"
 
@@ -39,6 +42,12 @@ struct ReplicaVerdict {
 // digest[r] and position[r] for each rank r of a group; position -1: r holds nothing (idle).
 // Positions held by one rank have nothing to compare with and never count.
 ReplicaVerdict vote(std::span<const std::uint64_t> digest, std::span<const int> position);
+
+// For an embedding program whose ranks of c each hold a replica of the same state: the digest of
+// this rank's `state`, allgathered over c (our allgather), and the vote; ranks in the verdict are
+// ranks of c. Every rank of c calls it alike and gets the same verdict. A failure during the
+// allgather throws comm::FaultDetected as any collective does.
+ReplicaVerdict verify_replicas(comm::Communicator& c, std::span<const std::byte> state);
 
 // The last verified state of this rank's part: its units' bytes at `progress`'s step, for the
 // split (n, r) it was packed from.

@@ -704,10 +704,13 @@ class Driver {
   void verify_step(fc::Communicator& c) {
     CheckResult r = check_replicas(c, /*timing=*/true);
     timer_.mark(Phase::verify);
-    const int evict = report_stragglers(c, r);
+    const int evict = report_stragglers(r);
     report_->slowdowns(watch_.slowdowns());
     if (r.verdict.clean() && evict < 0) return;
     remember_verdict(r.verdict, evict);
+    // Every rank has the verdict (and rank 0 has said what it found) before any revokes the group:
+    // a rank that threw at once would cut a slower one's allgather short.
+    fc::barrier(c);
     throw fc::FaultDetected(r.verdict.clean() ? "straggler eviction" : "replica verification",
                             "at step " + std::to_string(p_.step) + ": " +
                                 (r.verdict.clean() ? "rank " + std::to_string(evict) + " evicted as a straggler"
@@ -717,7 +720,7 @@ class Driver {
   // The stragglers this check found: a line, an event and a counter each; with --evict-stragglers
   // the slowest of them is evicted (returned: its original rank; -1: none) when a hot spare or a
   // respawn can take its place or the job is predicted faster without it (evict_pays), said either way.
-  int report_stragglers(fc::Communicator& c, const CheckResult& r) {
+  int report_stragglers(const CheckResult& r) {
     int evict = -1;
     double slowest = 0;
     const int active = grid_.active();
@@ -736,7 +739,7 @@ class Driver {
                              " ranks against " + fixed(own) + " ms now"
                        : "; not evicted: predicted " + fixed(predicted) + " ms per step on " + std::to_string(active - 1) +
                              " ranks, no faster than " + fixed(own) + " ms now";
-      log_.note(line);
+      if (!cfg_.quiet || (cfg_.evict_stragglers && pays)) log_.note(line);  // --quiet: an eviction only
       log_.event({{"event", "straggler"}, {"rank", who}, {"step", p_.step}, {"own_ms", own}, {"median_ms", med},
                   {"slowdown", x}, {"evicted", cfg_.evict_stragglers && pays}, {"predicted_ms_without", predicted}});
       if (cfg_.evict_stragglers && pays && x > slowest) {
@@ -750,7 +753,6 @@ class Driver {
                 " ms per step (predicted " + fixed(predicted_ms_) + " ms)");
       predicted_ms_ = 0;
     }
-    (void)c;
     return evict;
   }
 
@@ -810,6 +812,10 @@ class Driver {
     if (mine == 2) grp.leave_excluded("evicted as a straggler (--evict-stragglers): its own compute time per step was "
                                       "above --straggler-factor times the median's at --straggler-window checks in a row; "
                                       "self-fenced (SIGKILL)");
+    const std::int64_t at = w[1], to = w[2];
+    if (mine == 1)
+      grp.leave_excluded("excluded: its parameters or optimizer state differed from a strict majority of its replicas' "
+                         "in the verification at step " + std::to_string(at) + " (silent data corruption); self-fenced (SIGKILL)");
     if (w[4] == 0) return;  // a straggler's eviction alone: nobody rolls back (ranks are renumbered by the recovery)
     const bool holds_state = built_ && live_valid_ && verified_.held();
     if (!holds_state) return;  // a newcomer: the restore gives it the survivors' (rolled back) state
@@ -819,7 +825,6 @@ class Driver {
       if (w[kFlags + static_cast<std::size_t>(r)] == 1) odd.push_back(grp.members()[static_cast<std::size_t>(r)]);
       else if (writer < 0 && w[kFlags + static_cast<std::size_t>(r)] == 0) writer = r;
     }
-    const std::int64_t at = w[1], to = w[2];
     const bool repeated = w[3] > 0 && undecided_at_ == at;
     if (w[3] > 0) undecided_at_ = at;
     std::string line = "replica verification at step " + std::to_string(at) + ": ";
@@ -830,9 +835,6 @@ class Driver {
                            {"undecided", w[3]}, {"repeated", repeated}},
                           line, c.rank() == writer);
     report_->replica_mismatch(static_cast<std::int64_t>(odd.size()));
-    if (mine == 1)
-      grp.leave_excluded("excluded: its parameters or optimizer state differed from a strict majority of its replicas' "
-                         "in the verification at step " + std::to_string(at) + " (silent data corruption); self-fenced (SIGKILL)");
     if (repeated)
       throw ftcc::Error("replica verification: replicas differ with no strict majority at step " + std::to_string(at) +
                         " again after rolling back to step " + std::to_string(to) +
