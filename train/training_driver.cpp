@@ -764,9 +764,9 @@ class Driver {
 
   // Verdicts are numbered: every survivor leaves a recovery with the same verdict_applied_ (the
   // allreduce of settle_verdict), so the next one gets the same number on every rank that finds it.
+  // A newcomer (a spare or respawned process that joined in this recovery) holds no verified state:
+  // its rollback_to is -1, and the others' (the same for all of them) wins the allreduce.
   void remember_verdict(const ReplicaVerdict& v, int straggler = -1) {
-    FTCC_INVARIANT(v.clean() || verified_.held()) << "replica verification: a mismatch at step " << p_.step
-                                                  << " with no verified state to return to";
     verdict_ = {verdict_applied_ + 1, p_.step, verified_.step(), v.undecided, !v.clean(), {}, -1};
     for (int r : v.odd) verdict_.odd.push_back(g_.members()[static_cast<std::size_t>(r)]);
     verdict_.straggler = straggler;
@@ -817,8 +817,13 @@ class Driver {
       grp.leave_excluded("excluded: its parameters or optimizer state differed from a strict majority of its replicas' "
                          "in the verification at step " + std::to_string(at) + " (silent data corruption); self-fenced (SIGKILL)");
     if (w[4] == 0) return;  // a straggler's eviction alone: nobody rolls back (ranks are renumbered by the recovery)
-    const bool holds_state = built_ && live_valid_ && verified_.held();
-    if (!holds_state) return;  // a newcomer: the restore gives it the survivors' (rolled back) state
+    FTCC_INVARIANT(to >= 0) << "replica verification: a mismatch at step " << at << " and no rank holds a verified state";
+    if (!verified_.held()) {  // a newcomer: its state (if it got any yet) came from after the verified step
+      live_valid_ = false;    // so the restore gives it the survivors' rolled-back state instead
+      store_.clear();
+      recorded_.clear();
+      return;
+    }
     std::vector<int> odd;
     int writer = -1;  // the lowest rank that stays reports it
     for (int r = 0; r < n; ++r) {

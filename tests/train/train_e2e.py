@@ -1217,7 +1217,8 @@ CORRUPTION_DET = ["--deterministic", "--verify-every", "10"]
 CORRUPTION_MODEL = ["--dataset", "digits", "--layers", "64,64,64,64,10", "--lr", "0.05", "--batch", "64",
                     "--epochs", "3", "--micro-batches", "6"]
 CORRUPTION_MODES = {"dp": [], "dp,pp": ["--parallel", "dp,pp", "--pp-size", "2"],
-                    "dp,tp": ["--parallel", "dp,tp", "--tp-size", "2"], "pp": ["--parallel", "pp"]}
+                    "dp,tp": ["--parallel", "dp,tp", "--tp-size", "2"], "pp": ["--parallel", "pp"],
+                    "tp": ["--parallel", "tp"]}
 CORRUPTION_RUNS = [
     ("corruption_dp", "dp", 4, [], ["bitflip:rank=1:step=25"], ("excluded", 1)),
     ("corruption_dp", "dp", 3, [], ["bitflip:rank=2:step=25:target=grad"], ("excluded", 2)),
@@ -1227,12 +1228,17 @@ CORRUPTION_RUNS = [
     # A flip, then a kill before the next check: the recovery's own check finds the two survivors
     # differ (no majority) and rolls both back.
     ("corruption_dp", "dp", 3, [], ["bitflip:rank=2:step=25:target=grad", "kill:rank=0:step=27"], ("rolled back",)),
+    # A flip during a heal: rank 2 dies at step 22 and the spare takes its place with the state of
+    # step 22 (already holding rank 1's corrupted gradients of step 21); the heal's own check
+    # outvotes rank 1, and the newcomer's state, newer than the verified step, is dropped with the rest.
+    ("corruption_dp", "dp", 5, ["--spares", "1"], ["bitflip:rank=1:step=21", "kill:rank=2:step=22"], ("excluded", 1)),
     ("corruption_dp", "dp", 3, ["--verify-every", "0"], ["bitflip:rank=1:step=25"], ("unseen",)),
     ("corruption_hybrid", "dp,pp", 6, [], ["bitflip:rank=3:step=25"], ("excluded", 3)),
     ("corruption_hybrid", "dp,pp", 4, [], ["bitflip:rank=1:step=25:target=grad"], ("rolled back",)),
     ("corruption_hybrid", "dp,tp", 6, [], ["bitflip:rank=2:step=25:target=optim"], ("excluded", 2)),
     ("corruption_hybrid", "dp,tp", 5, ["--spares", "1"], ["bitflip:rank=3:step=25"], ("rolled back",)),
     ("corruption_hybrid", "pp", 2, [], ["bitflip:rank=1:step=25"], ("unseen",)),
+    ("corruption_hybrid", "tp", 2, [], ["bitflip:rank=1:step=25:target=optim"], ("unseen",)),
 ]
 CORRUPTION_CASES = sorted({r[0] for r in CORRUPTION_RUNS})
 
@@ -1246,7 +1252,7 @@ def silent_corruption():
         args = [*CORRUPTION_MODEL, *CORRUPTION_MODES[mode], *det]
         spares = int(flags[flags.index("--spares") + 1]) if "--spares" in flags else 0
         if mode not in bases:  # --deterministic: one SHA-256 on any grid, so one fault-free run per mode
-            bases[mode], _ = run(2 if mode in ("dp", "pp") else 4, *CORRUPTION_MODEL, *CORRUPTION_MODES[mode], *CORRUPTION_DET)
+            bases[mode], _ = run(2 if mode in ("dp", "pp", "tp") else 4, *CORRUPTION_MODEL, *CORRUPTION_MODES[mode], *CORRUPTION_DET)
         base = bases[mode]
         what = f"{mode} on {ranks} ranks{' (' + ' '.join(flags) + ')' if flags else ''}, {' and '.join(faults)}"
         with tempfile.TemporaryDirectory() as d:
@@ -1275,7 +1281,8 @@ def silent_corruption():
         ev = mismatches[0] if len(mismatches) == 1 else {}
         if expected[0] == "excluded":
             rank = expected[1]
-            left = ranks - spares if spares else ranks - 1
+            lost = 1 + sum("kill" in f for f in faults)  # the outvoted rank and the killed ones
+            left = ranks - spares - lost + min(spares, lost)
             check(ev.get("excluded") == [rank] and ev.get("undecided") == 0 and ev.get("rolled_back_to") == 20
                   and f"rank {rank} excluded" in p.stderr and s["world_size_final"] == left,
                   f"{what}: one event excluding rank {rank}, rolled back to step 20 ({ev}); world {s['world_size_final']} "
