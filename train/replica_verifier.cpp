@@ -39,7 +39,7 @@ std::uint64_t state_digest(std::span<const std::byte> bytes) {
     acc[0] += mix(w + i * kStride);
   }
   std::uint64_t tail = 0;  // the last bytes, zero-padded, as one more word
-  std::memcpy(&tail, bytes.data() + 8 * words, bytes.size() - 8 * words);
+  if (bytes.size() % 8 != 0) std::memcpy(&tail, bytes.data() + 8 * words, bytes.size() - 8 * words);
   return acc[0] + acc[1] + acc[2] + acc[3] + mix(tail + words * kStride) + mix(bytes.size());
 }
 

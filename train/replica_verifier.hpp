@@ -54,7 +54,7 @@ ReplicaVerdict verify_replicas(comm::Communicator& c, std::span<const std::byte>
 struct VerifiedState {
   TrainProgress progress;
   std::pair<int, int> split{0, 0};
-  std::map<UnitKey, std::shared_ptr<const Bytes>> units;
+  std::map<UnitKey, std::shared_ptr<Bytes>> units;  // shared with the replica store after a rollback
   bool held() const { return !units.empty(); }
   std::int64_t step() const { return held() ? progress.step : -1; }
 };

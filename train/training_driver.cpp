@@ -288,7 +288,8 @@ class Driver {
     const double loss = commit(c, share, static_cast<std::int64_t>(ids.size()), report);
     const bool checkpoint = ckpt_ && cfg_.checkpoint_every > 0 && p_.step % cfg_.checkpoint_every == 0;
     // A checkpoint is written only from verified state.
-    if (cfg_.verify_every > 0 && (p_.step % cfg_.verify_every == 0 || (checkpoint && verifying()))) verify_step(c);
+    if (cfg_.verify_every > 0 && grid_.active() > 1 && (p_.step % cfg_.verify_every == 0 || (checkpoint && verifying())))
+      verify_step(c);
     if (p_.step % cfg_.replicate_every == 0) replicate();
     own_ms_ += timer_.own_ms();
     ++own_steps_;
@@ -505,9 +506,14 @@ class Driver {
     store_.drop_unmade();  // the next step changes the live state
     if (dp_) reducer();
     grp.set_committed_step(p_.step - 1);
-    own_ms_ = 0;  // the steps' times start again on the new group
-    own_steps_ = 0;
-    if (const ReplicaVerdict v = check_replicas(c).verdict; !v.clean()) {  // settled by a new try of this recovery
+    own_ms_ = 0;  // the steps' times and the streaks start again on the new group (on every rank
+    own_steps_ = 0;  // alike: a newcomer has none)
+    watch_ = StragglerWatch(cfg_.straggler_factor, cfg_.straggler_window);  // (predicted_ms_ stays: said at the next check)
+    if (ReplicaVerdict v = check_replicas(c).verdict; !v.clean()) {  // settled by a new try of this recovery
+      // Parts just copied from one holder to others are no independent votes (a corrupted holder
+      // would outvote a healthy rank): here nobody is excluded, everyone rolls back.
+      v.undecided += static_cast<int>(v.odd.size());
+      v.odd.clear();
       remember_verdict(v);
       throw fc::FaultDetected("replica verification", "after recovery: " + describe(v));
     }
@@ -667,11 +673,11 @@ class Driver {
   // verified state) and, with `timing`, the straggler watch counts. Every rank calls it alike.
   CheckResult check_replicas(fc::Communicator& c, bool timing = false) {
     if (cfg_.verify_every == 0) return {};
-    std::map<UnitKey, std::shared_ptr<const Bytes>> units;
+    std::map<UnitKey, std::shared_ptr<Bytes>> units;
     std::uint64_t digest = 0;
     if (model_ && verifying())
       for (const UnitKey& u : s_->units_of(grid_.model, position())) {
-        auto b = std::make_shared<const Bytes>(s_->pack(u));
+        auto b = std::make_shared<Bytes>(s_->pack(u));
         digest = digest * 0x100000001b3ULL + state_digest(*b);
         units.emplace(u, std::move(b));
       }
@@ -721,32 +727,43 @@ class Driver {
   // the slowest of them is evicted (returned: its original rank; -1: none) when a hot spare or a
   // respawn can take its place or the job is predicted faster without it (evict_pays), said either way.
   int report_stragglers(const CheckResult& r) {
-    int evict = -1;
-    double slowest = 0;
     const int active = grid_.active();
+    const bool replaced = g_.spares_left() > 0 || g_.respawns_left() > 0;
+    // Whether evicting `who` is allowed and pays. Its part must live on elsewhere (another model
+    // replica holds it: dp, the hybrids); without a newcomer for its place only dp is predicted (in
+    // the hybrids its replica would lose a rank, which the prediction does not model).
+    const auto verdict = [&](int who, std::string& why) {
+      const double med = watch_.others_ms(who), own = watch_.slowdown(who) * med;
+      const double predicted = predicted_step_without(med, active);
+      if (grid_.replicas < 2) return why = "; not evicted: no other model replica holds its part", false;
+      if (replaced)
+        return why = "; evicting it: a " + std::string(g_.spares_left() > 0 ? "hot spare" : "respawned process") +
+                     " takes its place", true;
+      if (grid_.model > 1) return why = "; not evicted: no hot spare or respawn to take its place in its model replica", false;
+      if (!evict_pays(own, med, active))
+        return why = "; not evicted: predicted " + fixed(predicted) + " ms per step on " + std::to_string(active - 1) +
+                     " ranks, no faster than " + fixed(own) + " ms now", false;
+      return why = "; evicting it: predicted " + fixed(predicted) + " ms per step on " + std::to_string(active - 1) +
+                   " ranks against " + fixed(own) + " ms now", true;
+    };
+    int evict = -1;  // the slowest straggler whose eviction is allowed and pays
+    for (int who : r.stragglers) {
+      std::string why;
+      if (cfg_.evict_stragglers && verdict(who, why) && (evict < 0 || watch_.slowdown(who) > watch_.slowdown(evict))) evict = who;
+    }
     for (int who : r.stragglers) {
       const double x = watch_.slowdown(who), med = watch_.others_ms(who), own = x * med;
       report_->straggler_found();
+      std::string why;
+      const bool allowed = verdict(who, why);
       std::string line = "straggler: rank " + std::to_string(who) + "'s own compute took " + fixed(own) + " ms per step, " +
                          fixed(x) + "x the other ranks' median " + fixed(med) + " ms, at " + std::to_string(cfg_.straggler_window) +
                          " checks in a row (step " + std::to_string(p_.step) + ")";
-      const bool replaced = g_.spares_left() > 0 || g_.respawns_left() > 0;
-      const double predicted = predicted_step_without(med, active);
-      const bool pays = replaced || evict_pays(own, med, active);
-      if (cfg_.evict_stragglers)
-        line += replaced ? "; evicting it: a " + std::string(g_.spares_left() > 0 ? "hot spare" : "respawned process") + " takes its place"
-                : pays ? "; evicting it: predicted " + fixed(predicted) + " ms per step on " + std::to_string(active - 1) +
-                             " ranks against " + fixed(own) + " ms now"
-                       : "; not evicted: predicted " + fixed(predicted) + " ms per step on " + std::to_string(active - 1) +
-                             " ranks, no faster than " + fixed(own) + " ms now";
-      if (!cfg_.quiet || (cfg_.evict_stragglers && pays)) log_.note(line);  // --quiet: an eviction only
+      if (cfg_.evict_stragglers) line += allowed && who != evict ? "; not evicted: a slower straggler is, this time" : why;
+      if (!cfg_.quiet || who == evict) log_.note(line);  // --quiet: an eviction only
       log_.event({{"event", "straggler"}, {"rank", who}, {"step", p_.step}, {"own_ms", own}, {"median_ms", med},
-                  {"slowdown", x}, {"evicted", cfg_.evict_stragglers && pays}, {"predicted_ms_without", predicted}});
-      if (cfg_.evict_stragglers && pays && x > slowest) {
-        slowest = x;
-        evict = who;
-        predicted_ms_ = replaced ? med : predicted;
-      }
+                  {"slowdown", x}, {"evicted", who == evict}, {"predicted_ms_without", predicted_step_without(med, active)}});
+      if (who == evict) predicted_ms_ = replaced ? med : predicted_step_without(med, active);
     }
     if (evict < 0 && predicted_ms_ > 0 && !r.own_ms.empty()) {  // the check after an eviction: what happened
       log_.note("after the eviction: the median rank's own compute takes " + fixed(watch_.median_ms()) +
@@ -793,12 +810,13 @@ class Driver {
     // [number, step, rollback_to, undecided, rollback, then per rank: 1 outvoted, 2 evicted straggler]
     constexpr std::size_t kFlags = 5;
     auto& w = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(kFlags + static_cast<std::size_t>(n), 0));
-    w[0] = verdict_.number;
-    w[1] = verdict_.step;
-    w[2] = verdict_.rollback_to;
-    w[3] = verdict_.undecided;
-    w[4] = verdict_.rollback ? 1 : 0;
-    for (int r = 0; r < n; ++r) {
+    const bool pending = verdict_.number > verdict_applied_;  // an applied one must not mix its fields in
+    w[0] = pending ? verdict_.number : -1;
+    w[1] = pending ? verdict_.step : -1;
+    w[2] = pending ? verdict_.rollback_to : -1;
+    w[3] = pending ? verdict_.undecided : 0;
+    w[4] = pending && verdict_.rollback ? 1 : 0;
+    for (int r = 0; r < n && pending; ++r) {
       const int orig = grp.members()[static_cast<std::size_t>(r)];
       w[kFlags + static_cast<std::size_t>(r)] = std::count(verdict_.odd.begin(), verdict_.odd.end(), orig) > 0 ? 1
                                                 : verdict_.straggler == orig                                 ? 2
@@ -818,12 +836,6 @@ class Driver {
                          "in the verification at step " + std::to_string(at) + " (silent data corruption); self-fenced (SIGKILL)");
     if (w[4] == 0) return;  // a straggler's eviction alone: nobody rolls back (ranks are renumbered by the recovery)
     FTCC_INVARIANT(to >= 0) << "replica verification: a mismatch at step " << at << " and no rank holds a verified state";
-    if (!verified_.held()) {  // a newcomer: its state (if it got any yet) came from after the verified step
-      live_valid_ = false;    // so the restore gives it the survivors' rolled-back state instead
-      store_.clear();
-      recorded_.clear();
-      return;
-    }
     std::vector<int> odd;
     int writer = -1;  // the lowest rank that stays reports it
     for (int r = 0; r < n; ++r) {
@@ -840,6 +852,12 @@ class Driver {
                            {"undecided", w[3]}, {"repeated", repeated}},
                           line, c.rank() == writer);
     report_->replica_mismatch(static_cast<std::int64_t>(odd.size()));
+    if (!verified_.held()) {  // a newcomer: its state (if it got any yet) came from after the verified step
+      live_valid_ = false;    // so the restore gives it the survivors' rolled-back state instead
+      store_.clear();
+      recorded_.clear();
+      return;
+    }
     if (repeated)
       throw ftcc::Error("replica verification: replicas differ with no strict majority at step " + std::to_string(at) +
                         " again after rolling back to step " + std::to_string(to) +
@@ -847,15 +865,22 @@ class Driver {
     roll_back_to_verified(to);
   }
 
-  // This rank's part back to the last verified state, and the position recorded with it.
+  // This rank's part back to the last verified state, and the position recorded with it. When the
+  // recovery in progress re-formed the grid since (this rank's part is of another split, or it is
+  // idle now), its verified units go to the store at that step instead, and the restore plan
+  // rebuilds the parts from them like from any copies.
   void roll_back_to_verified(std::int64_t to) {
-    FTCC_INVARIANT(built_ && *built_ == verified_.split && verified_.step() == to)
-        << "replica verification: the verified state here is of step " << verified_.step() << " (split "
-        << verified_.split.first << ", " << verified_.split.second << "), the verdict rolls back to step " << to;
+    FTCC_INVARIANT(verified_.step() == to) << "replica verification: the verified state here is of step "
+                                           << verified_.step() << ", the verdict rolls back to step " << to;
     store_.drop_unmade();
-    for (const auto& [u, b] : verified_.units) s_->unpack(u, *b);
+    if (built_ && *built_ == verified_.split) {
+      for (const auto& [u, b] : verified_.units) s_->unpack(u, *b);
+      live_valid_ = true;
+    } else {
+      for (const auto& [u, b] : verified_.units) store_.put(to, u, b);
+      live_valid_ = false;
+    }
     p_ = verified_.progress;
-    live_valid_ = true;
     store_.drop_after(p_.step);
     recorded_.erase(recorded_.upper_bound(p_.step), recorded_.end());
     recorded_[p_.step] = p_;
