@@ -46,6 +46,7 @@ bool first_rank() {
 // appending its widths to the first's).
 struct ChoiceTexts {
   std::string parallel = "dp", schedule = "gpipe", activation = "relu", loss = "auto", optimizer = "sgd", device = "cpu", on_failure = "keep-global-batch";
+  std::string verify_at_rest = "auto";
   std::string layers;
 };
 
@@ -75,6 +76,7 @@ void parse_choices(const ChoiceTexts& t, ftcc::train::TrainConfig& c) {
   namespace tr = ftcc::train;
   c.parallel = tr::parse_choice<tr::Parallel>("--parallel", t.parallel);
   c.schedule = tr::parse_choice<tr::Schedule>("--schedule", t.schedule);
+  c.verify_at_rest = tr::parse_choice<tr::AtRest>("--verify-at-rest", t.verify_at_rest);
   c.activation = tr::parse_choice<tr::Activation>("--activation", t.activation);
   c.loss = tr::parse_choice<tr::LossKind>("--loss", t.loss);
   c.optimizer = tr::parse_choice<tr::OptimizerKind>("--optimizer", t.optimizer);
@@ -154,6 +156,12 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
                  "every N steps, compare the digests of the live replicas' parameters and optimizer state (dp, "
                  "dp,pp, dp,tp): a rank outvoted by a strict majority is excluded, every survivor rolls back to "
                  "the last verified state; 0: never")
+      ->capture_default_str();
+  app.add_option("--verify-at-rest", t.verify_at_rest,
+                 "digest each rank's parameters and optimizer state when the optimizer writes them and check it "
+                 "before they are next used, copied or checkpointed; a rank whose state changed gets the newest "
+                 "copy (a replica's, or a buddy copy: the job rolls back to it), and leaves the second time: "
+                 "auto (where no live replica can vote: pp or tp with one model replica) | on | off")
       ->capture_default_str();
   app.add_option("--straggler-factor", c.straggler_factor,
                  "at each --verify-every check, a rank whose own compute time per step is more than this many "

@@ -42,6 +42,9 @@ std::string prometheus_text(const TrainingMetrics& m) {
          m.replica_mismatches_total);
   metric("corrupt_ranks_excluded_total", "counter", "Ranks outvoted by their replicas and excluded since start.",
          m.corrupt_ranks_excluded_total);
+  metric("state_at_rest_mismatches_total", "counter",
+         "Ranks whose parameters or optimizer state changed between the optimizer step and their next use since start.",
+         m.state_at_rest_mismatches_total);
   metric("stragglers_reported_total", "counter", "Stragglers found (slow at --straggler-window checks in a row) since start.",
          m.stragglers_reported_total);
   metric("stragglers_evicted_total", "counter", "Stragglers evicted (--evict-stragglers) since start.",

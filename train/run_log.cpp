@@ -100,7 +100,7 @@ void RunLog::checkpoint(std::int64_t step, const std::string& path) {
   }
 }
 
-void RunLog::replica_mismatch(const nlohmann::json& event, const std::string& line, bool writes) {
+void RunLog::corruption_found(const nlohmann::json& event, const std::string& line, bool writes) {
   if (!writes) return;
   end_bar();
   std::fprintf(stderr, "ftcc-train: %s\n", line.c_str());

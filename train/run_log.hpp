@@ -6,6 +6,7 @@
 //  - one line per recovery (who failed, how long it took) and per checkpoint, on stderr;
 //  - --log-json PATH: one JSON object per line: {"event":"step",...} for every step,
 //    {"event":"recovery",...}, {"event":"checkpoint",...}, {"event":"replica_mismatch",...},
+//    {"event":"state_at_rest",...},
 //    {"event":"summary",...};
 //  - at the end exactly one stdout line "FTCC_SUMMARY {json}".
 // A --log-json that cannot be written throws ftcc::IoError (a job error, exit 4).
@@ -33,10 +34,11 @@ class RunLog {
   void step(std::int64_t step, std::int64_t epoch, double loss, double samples_per_s);
   void recovery(const recovery::RecoveryEvent& ev);
   void checkpoint(std::int64_t step, const std::string& path);
-  // A replica verification that found a mismatch (train/replica_verifier.hpp): `line` on stderr and
-  // `event` in --log-json, written by the rank the caller names (`writes`: the lowest rank that
-  // stays, as rank 0 may be the one outvoted).
-  void replica_mismatch(const nlohmann::json& event, const std::string& line, bool writes);
+  // Silent data corruption found (a replica verification's mismatch, train/replica_verifier.hpp, or
+  // state changed at rest, train/state_at_rest.hpp): `line` on stderr and `event` in --log-json,
+  // written by the rank the caller names (`writes`: the lowest rank that stays, as rank 0 may be
+  // the one outvoted).
+  void corruption_found(const nlohmann::json& event, const std::string& line, bool writes);
   // Another event for --log-json ({"event":"straggler",...}), from rank 0.
   void event(const nlohmann::json& event) { json_line(event); }
   void finish(const nlohmann::json& summary);

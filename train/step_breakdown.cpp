@@ -15,6 +15,7 @@ const char* phase_name(Phase p) {
     case Phase::compute: return "compute";
     case Phase::snapshot: return "snapshot";
     case Phase::verify: return "verify";
+    case Phase::at_rest: return "at_rest";
   }
   return "?";
 }

@@ -16,8 +16,10 @@
 // interleaves them with its point-to-point sends and its pairs' allreduces); snapshot (pp, tp and
 // the hybrids: packing this rank's units and swapping them with its buddies after the commit, at
 // each --replicate-every step); verify (the replicas' digests compared, train/replica_verifier.hpp,
-// on each --verify-every step: the median shows it only when that is 1). to_json() names only the
-// phases a trainer marks: dp's five, or pp/tp's data, compute, exposed_comm, optimizer, snapshot.
+// on each --verify-every step: the median shows it only when that is 1); at_rest (sealing this
+// rank's state after the optimizer step and checking it before the next use, train/state_at_rest.hpp,
+// --verify-at-rest). to_json() names only the phases a trainer marks: dp's five, or pp/tp's data,
+// compute, exposed_comm, optimizer, snapshot, and verify and at_rest where they ran.
 // Wall-clock time on a steady clock, taken on the host: on an oversubscribed machine a phase
 // includes the time the rank was descheduled, and with --device cuda a phase measures what the
 // host spends (launching kernels); device time shows where the host waits for the device (the
@@ -33,8 +35,8 @@
 
 namespace ftcc::train {
 
-enum class Phase : std::size_t { data, forward, backward, exposed_comm, optimizer, compute, snapshot, verify };
-inline constexpr std::size_t kPhases = 8;
+enum class Phase : std::size_t { data, forward, backward, exposed_comm, optimizer, compute, snapshot, verify, at_rest };
+inline constexpr std::size_t kPhases = 9;
 inline constexpr std::size_t kStepWindow = 4096;
 const char* phase_name(Phase p);
 

@@ -92,6 +92,7 @@ const std::vector<Field>& fields() {
       field("replicas", &TrainConfig::replicas, kSafe),            // in-memory copies only
       field("replicate-every", &TrainConfig::replicate_every, kSafe),
       field("verify-every", &TrainConfig::verify_every, kSafe),  // when replicas are compared, not what they compute
+      choice_field("verify-at-rest", &TrainConfig::verify_at_rest, kSafe),
       field("straggler-factor", &TrainConfig::straggler_factor, kSafe),
       field("straggler-window", &TrainConfig::straggler_window, kSafe),
       field("evict-stragglers", &TrainConfig::evict_stragglers, kSafe),
@@ -209,7 +210,7 @@ std::string TrainConfig::canonical() const {
      << " checkpoint_every=" << checkpoint_every << " keep_checkpoints=" << keep_checkpoints << " resume=" << resume << " init_weights=" << init_weights << " held_out=" << held_out
      << " bucket_mb=" << bucket_mb << " overlap=" << overlap << " micro_batches=" << micro_batches
      << " schedule=" << choice_name(schedule) << " pp_size=" << pp_size << " tp_size=" << tp_size << " replicas=" << replicas
-     << " replicate_every=" << replicate_every << " verify_every=" << verify_every << " straggler_factor=" << straggler_factor
+     << " replicate_every=" << replicate_every << " verify_every=" << verify_every << " verify_at_rest=" << choice_name(verify_at_rest) << " straggler_factor=" << straggler_factor
      << " straggler_window=" << straggler_window << " evict_stragglers=" << evict_stragglers << " spares=" << spares << " respawn=" << respawns << " inject=";
   for (const auto& s : inject) os << s << ';';
   return os.str();

@@ -31,6 +31,10 @@ enum class Parallel : std::uint8_t { dp, pp, tp, dp_pp, dp_tp };
 enum class Schedule : std::uint8_t { gpipe, one_f_one_b };
 enum class OptimizerKind : std::uint8_t { sgd, adam, adamw };
 enum class OnFailure : std::uint8_t { keep_global_batch, keep_local_batch };
+// The check of state at rest (--verify-at-rest, train/state_at_rest.hpp): automatic where a unit
+// has no live replica to vote with (pp or tp with one model replica, and a hybrid reduced to one),
+// on everywhere, or off. Its cost is a digest of the state twice a step.
+enum class AtRest : std::uint8_t { automatic, on, off };
 // The training loss (--loss): automatic is cross-entropy for a classification data set (digits)
 // and MSE for regression; TrainConfig::loss_in_use() resolves it.
 enum class LossKind : std::uint8_t { automatic, mse, cross_entropy };
@@ -54,6 +58,10 @@ template <> struct Choices<Schedule> {
 template <> struct Choices<OptimizerKind> {
   static constexpr std::array<std::pair<OptimizerKind, const char*>, 3> names{
       {{OptimizerKind::sgd, "sgd"}, {OptimizerKind::adam, "adam"}, {OptimizerKind::adamw, "adamw"}}};
+};
+template <> struct Choices<AtRest> {
+  static constexpr std::array<std::pair<AtRest, const char*>, 3> names{
+      {{AtRest::automatic, "auto"}, {AtRest::on, "on"}, {AtRest::off, "off"}}};
 };
 template <> struct Choices<OnFailure> {
   static constexpr std::array<std::pair<OnFailure, const char*>, 2> names{
@@ -138,6 +146,7 @@ struct TrainConfig {
   int replicas = 1;                           // buddy replicas (pp/tp)
   int replicate_every = 1;
   int verify_every = 50;                      // compare the live replicas' state every N steps (0: never)
+  AtRest verify_at_rest = AtRest::automatic;  // check each rank's state before use against its digest (train/state_at_rest.hpp)
   double straggler_factor = 2;                // a rank this many times slower than the median is slow
   int straggler_window = 3;                   // ... at this many checks in a row: a straggler
   bool evict_stragglers = false;              // exclude a straggler (train/straggler_watch.hpp)

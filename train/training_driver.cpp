@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <thread>
 
@@ -25,6 +26,7 @@
 #include "ftcc/train/progress_reporter.hpp"
 #include "ftcc/train/bit_flip.hpp"
 #include "ftcc/train/replica_verifier.hpp"
+#include "ftcc/train/state_at_rest.hpp"
 #include "ftcc/train/straggler_watch.hpp"
 #include "ftcc/train/run_log.hpp"
 #include "ftcc/train/state_hash.hpp"
@@ -261,6 +263,7 @@ class Driver {
       throw ftcc::Error("the replicas' parameters or optimizer state differ at the start (" + describe(v) + ")");
     g_.set_committed_step(p_.step - 1);
     replicate();
+    seal_rest();
     pins_.completed();
   }
 
@@ -277,6 +280,7 @@ class Driver {
     // An idle rank holds no part: its copies go once the recovery that made it idle is over (inside
     // the hook they may still be needed by a retry after a further failure).
     timer_.begin_step();
+    check_rest("its next step");
     if (!model_) store_.clear();
     // --on-failure keep-local-batch: a new global batch from an epoch's start on (the epoch in
     // flight keeps its split, so each of its rows is still fed once).
@@ -288,9 +292,12 @@ class Driver {
     const double loss = commit(c, share, static_cast<std::int64_t>(ids.size()), report);
     const bool checkpoint = ckpt_ && cfg_.checkpoint_every > 0 && p_.step % cfg_.checkpoint_every == 0;
     // A checkpoint is written only from verified state.
-    if (cfg_.verify_every > 0 && grid_.active() > 1 && (p_.step % cfg_.verify_every == 0 || (checkpoint && verifying())))
-      verify_step(c);
-    if (p_.step % cfg_.replicate_every == 0) replicate();
+    const bool verify = cfg_.verify_every > 0 && grid_.active() > 1 && (p_.step % cfg_.verify_every == 0 || (checkpoint && verifying()));
+    const bool copy = p_.step % cfg_.replicate_every == 0;  // buddy copies where a model replica has 2+ ranks
+    if (verify || (copy && grid_.model > 1) || checkpoint)
+      check_rest(checkpoint ? "a checkpoint" : verify ? "a verification" : "a buddy copy");
+    if (verify) verify_step(c);
+    if (copy) replicate();
     own_ms_ += timer_.own_ms();
     ++own_steps_;
     timer_.end_step();  // a checkpoint's write is not part of the step
@@ -350,6 +357,11 @@ class Driver {
     timer_.mark(Phase::exposed_comm);
     inject_bitflips(/*after_apply=*/false);
     if (model_) s_->apply();
+    if (guarding_rest()) {
+      timer_.mark(Phase::optimizer);
+      seal_rest();
+      timer_.mark(Phase::at_rest);
+    }
     inject_bitflips(/*after_apply=*/true);
     timer_.mark(Phase::optimizer);
     p_.add(tally);
@@ -489,6 +501,7 @@ class Driver {
   void recover(recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) {
     pins_.abandoned();  // the buffers of the interrupted step (or of an interrupted earlier try)
     fc::Communicator& c = grp.comm();
+    rest_.unseal();  // the restore below rewrites the state; sealed again at the end
     settle_verdict(grp);
     offer_live_units();
     form_grid(c);
@@ -518,6 +531,7 @@ class Driver {
       throw fc::FaultDetected("replica verification", "after recovery: " + describe(v));
     }
     replicate();
+    seal_rest();
   }
 
   // This rank's live units are a copy at its committed step (the optimizer step follows the
@@ -807,9 +821,12 @@ class Driver {
   void settle_verdict(recovery::ResilientGroup& grp) {
     fc::Communicator& c = grp.comm();
     const int n = c.size();
-    // [number, step, rollback_to, undecided, rollback, then per rank: 1 outvoted, 2 evicted straggler]
+    // [number, step, rollback_to, undecided, rollback, then per rank: 1 outvoted, 2 evicted straggler,
+    //  then per rank: 1 + the step at which its state at rest was found changed, or 0]
     constexpr std::size_t kFlags = 5;
-    auto& w = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(kFlags + static_cast<std::size_t>(n), 0));
+    const std::size_t at_rest = kFlags + static_cast<std::size_t>(n);
+    auto& w = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(at_rest + static_cast<std::size_t>(n), 0));
+    if (rest_caught_at_ >= 0) w[at_rest + static_cast<std::size_t>(c.rank())] = rest_caught_at_ + 1;
     const bool pending = verdict_.number > verdict_applied_;  // an applied one must not mix its fields in
     w[0] = pending ? verdict_.number : -1;
     w[1] = pending ? verdict_.step : -1;
@@ -823,10 +840,12 @@ class Driver {
                                                                                                              : 0;
     }
     fc::allreduce(c, fc::kInPlace, w.data(), w.size(), fc::DType::i64, fc::ReduceOp::max);
+    report_rest(grp, std::span(w).subspan(at_rest));
     if (w[0] <= verdict_applied_) return;  // none (-1), or applied here in an earlier try
     verdict_applied_ = w[0];
     const std::int64_t mine = w[kFlags + static_cast<std::size_t>(c.rank())];
-    if (std::find(w.begin() + kFlags, w.end(), 2) != w.end()) report_->straggler_evicted();
+    const auto flags_end = w.begin() + static_cast<std::ptrdiff_t>(at_rest);
+    if (std::find(w.begin() + kFlags, flags_end, 2) != flags_end) report_->straggler_evicted();
     if (mine == 2) grp.leave_excluded("evicted as a straggler (--evict-stragglers): its own compute time per step was "
                                       "above --straggler-factor times the median's at --straggler-window checks in a row; "
                                       "self-fenced (SIGKILL)");
@@ -848,7 +867,7 @@ class Driver {
     line += odd.empty() ? "replicas differ with no strict majority" : "rank(s) " + joined(odd) + " outvoted by their replicas";
     line += repeated ? "; the same mismatch again after rolling back: stopping"
                      : (odd.empty() ? "" : ", excluded") + std::string("; rolling back to verified step ") + std::to_string(to);
-    log_.replica_mismatch({{"event", "replica_mismatch"}, {"step", at}, {"rolled_back_to", to}, {"excluded", odd},
+    log_.corruption_found({{"event", "replica_mismatch"}, {"step", at}, {"rolled_back_to", to}, {"excluded", odd},
                            {"undecided", w[3]}, {"repeated", repeated}},
                           line, c.rank() == writer);
     report_->replica_mismatch(static_cast<std::int64_t>(odd.size()));
@@ -863,6 +882,26 @@ class Driver {
                         " again after rolling back to step " + std::to_string(to) +
                         " (a fault that repeats: check the hardware of the ranks involved)");
     roll_back_to_verified(to);
+  }
+
+  // The ranks whose state at rest was found changed (`caught[r]`: 1 + the step, or 0), as settle_verdict
+  // learned them: a line and an event from rank 0, a counter on every rank. Their parts were
+  // dropped; this recovery restores them.
+  void report_rest(recovery::ResilientGroup& grp, std::span<const std::int64_t> caught) {
+    std::vector<int> ranks;
+    std::int64_t step = -1;
+    for (std::size_t r = 0; r < caught.size(); ++r)
+      if (caught[r] > 0) {
+        ranks.push_back(grp.members()[r]);
+        step = std::max(step, caught[r] - 1);
+      }
+    rest_caught_at_ = -1;  // said (or being said) by rank 0 now
+    if (ranks.empty()) return;
+    log_.corruption_found({{"event", "state_at_rest"}, {"step", step}, {"ranks", ranks}},
+                          "state at rest: rank(s) " + joined(ranks) + " found changed before step " + std::to_string(step) +
+                              " (silent data corruption): restored from the newest copy",
+                          grp.comm().rank() == 0);
+    report_->state_at_rest_mismatch(static_cast<std::int64_t>(ranks.size()));
   }
 
   // This rank's part back to the last verified state, and the position recorded with it. When the
@@ -885,6 +924,37 @@ class Driver {
     recorded_.erase(recorded_.upper_bound(p_.step), recorded_.end());
     recorded_[p_.step] = p_;
     g_.set_committed_step(p_.step - 1);
+  }
+
+  // State at rest (train/state_at_rest.hpp, --verify-at-rest): sealed when the optimizer, the start
+  // or a recovery has written this rank's part, checked before the part is next used, copied or
+  // checkpointed. A change drops the live part (the recovery that follows restores it from the
+  // newest copy the plan finds: a live replica's at this step, or a buddy copy, to which every rank
+  // then rolls back) and starts that recovery on every rank (this rank's FaultDetected revokes the
+  // group); the change is reported from settle_verdict. A rank caught a second time leaves.
+  bool guarding_rest() const {
+    const bool wanted = cfg_.verify_at_rest == AtRest::on ||
+                        (cfg_.verify_at_rest == AtRest::automatic && grid_.replicas == 1 && grid_.model > 1);
+    return wanted && model_ && live_valid_;
+  }
+  void seal_rest() {
+    if (guarding_rest()) rest_.seal(s_->params(), s_->optimizer_state());
+    else rest_.unseal();
+  }
+  void check_rest(const char* before) {
+    if (!guarding_rest()) return;
+    const bool intact = rest_.check(s_->params(), s_->optimizer_state());
+    timer_.mark(Phase::at_rest);
+    if (intact) return;
+    const std::string where = "its parameters or optimizer state changed after step " + std::to_string(p_.step - 1) +
+                              " wrote them (found before " + before + "; silent data corruption)";
+    if (rest_.caught() >= 2)
+      g_.leave_excluded("excluded: " + where + ", for the second time; self-fenced (SIGKILL)");
+    std::fprintf(stderr, "ftcc-train: rank %d: %s: restoring it from the newest copy\n", g_.original_rank(), where.c_str());
+    std::fflush(stderr);
+    live_valid_ = false;
+    rest_caught_at_ = p_.step;
+    throw fc::FaultDetected("state at rest", "rank " + std::to_string(g_.original_rank()) + ": " + where);
   }
 
   // The bitflip faults of this rank (recovery/fault_spec.hpp) due at this step: grad before the
@@ -975,6 +1045,8 @@ class Driver {
   std::int64_t verdict_applied_ = -1;   // the step of the last verdict applied here
   std::int64_t undecided_at_ = -1;      // the step of the last verdict without a majority
   std::vector<int> flips_done_;         // per bitflip spec: times fired
+  StateAtRest rest_;                    // this rank's state sealed when written (--verify-at-rest)
+  std::int64_t rest_caught_at_ = -1;    // the step at which this rank's state was found changed, until reported
   StragglerWatch watch_{cfg_.straggler_factor, cfg_.straggler_window};
   double own_ms_ = 0;                   // this rank's own compute ms over the steps since the last check
   std::int64_t own_steps_ = 0;

@@ -264,7 +264,8 @@ def fault_free_matches_single_process():
     # Where the time went: the phases of a step and the split of the whole run, in the summary.
     ms = base["step_ms"]
     phases = ("data", "forward", "backward", "exposed_comm", "optimizer")
-    check(set(ms) == {"steps", "total", *phases} and ms["steps"] == base["steps"] - 1,
+    # at_rest: the state sealed after each optimizer step and checked before the next (--verify-at-rest).
+    check(set(ms) == {"steps", "total", "at_rest", *phases} and ms["steps"] == base["steps"] - 1,
           f"step_ms: {ms} (expected every phase and the steps after the first)")
     check(ms["forward"] > 0 and ms["backward"] > 0 and ms["optimizer"] > 0, f"step_ms: {ms}")
     # The total is the median of whole steps, the phases medians of their own: of the same order.
@@ -660,6 +661,7 @@ def bad_input():
             (2, ["--inject", "bitflip:rank=1:step=3:target=weights"], "unknown target 'weights' (param, grad or optim)", 8),
             (2, ["--straggler-factor", "0.5"], "--straggler-factor must be a number above 1 and at most 1000, got 0.5"),
             (2, ["--straggler-window", "0"], "--straggler-window must be in [1, 1000000] checks, got 0"),
+            (2, ["--verify-at-rest", "maybe"], "--verify-at-rest 'maybe': expected auto, on or off"),
             # A second --layers was appended to the first (CLI11's vector option): now refused.
             (2, ["--layers", "64,64,10", "--layers", "64,10"], "--layers: At Most 1 required but received 2"),
             (2, ["--layers", "64,x,10"], "--layers '64,x,10': 'x' is not a width (expected integers such as 64,64,10)"),
@@ -746,7 +748,7 @@ def pp_fault_free_matches_single_process():
     ms = pp4["step_ms"]
     phases = ("data", "compute", "exposed_comm", "optimizer", "snapshot")
     # verify: the --verify-every exchange (every 50 steps: its median is 0), on 2 or more ranks.
-    check(ms is not None and set(ms) == {"steps", "total", "verify", *phases} and ms["steps"] == pp4["steps"] - 1
+    check(ms is not None and set(ms) == {"steps", "total", "verify", "at_rest", *phases} and ms["steps"] == pp4["steps"] - 1
           and ms["compute"] > 0 and ms["snapshot"] > 0 and sum(ms[p] for p in phases) <= ms["total"] * 1.15 + 1e-3,
           f"pp step_ms: {ms}")
     split = pp4["wall_split_s"]
@@ -1213,7 +1215,13 @@ def hybrid_fault_cases():
 # others roll back; with a spare the world stays full), "rolled back" (two replicas differ: every
 # rank rolls back, no one leaves), "stops" (the same mismatch again after the rollback: exit 4),
 # "unseen" (no live replica, or --verify-every 0: the result differs from the fault-free run's, which
-# shows the check above can fail).
+# shows the check above can fail). These rows test the vote: they run with --verify-at-rest off,
+# since the check of state at rest (train/state_at_rest.hpp) catches a param or optim flip first.
+# Rows with "--verify-at-rest" (corruption_at_rest) keep that check as given: "at rest [R]" (its state is
+# found changed before its next use: one state_at_rest event, rank R restored from a live replica
+# or a buddy copy, nobody leaves), "excluded at rest [R]" (found a second time: R leaves, a failure
+# like any other), and "unseen" for a grad flip (a wrong computation: the optimizer seals what it
+# wrote, and with one replica nothing else can see it).
 CORRUPTION_DET = ["--deterministic", "--verify-every", "10"]
 CORRUPTION_MODEL = ["--dataset", "digits", "--layers", "64,64,64,64,10", "--lr", "0.05", "--batch", "64",
                     "--epochs", "3", "--micro-batches", "6"]
@@ -1248,6 +1256,18 @@ CORRUPTION_RUNS = [
     ("corruption_hybrid", "dp,tp", 5, ["--spares", "1"], ["bitflip:rank=3:step=25"], ("rolled back",)),
     ("corruption_hybrid", "pp", 2, [], ["bitflip:rank=1:step=25"], ("unseen",)),
     ("corruption_hybrid", "tp", 2, [], ["bitflip:rank=1:step=25:target=optim"], ("unseen",)),
+    # on: everywhere, before the vote (dp: restored from a live replica at the same step).
+    ("corruption_at_rest", "dp", 3, ["--verify-at-rest", "on"], ["bitflip:rank=1:step=25"], ("at rest", 1)),
+    ("corruption_at_rest", "dp,pp", 4, ["--verify-at-rest", "on"], ["bitflip:rank=2:step=25"], ("at rest", 2)),
+    # auto (the default): where no live replica can vote, i.e. pp and tp with one model replica
+    # (restored from a buddy copy: every rank rolls back to it).
+    ("corruption_at_rest", "pp", 2, ["--verify-at-rest", "auto"], ["bitflip:rank=1:step=25"], ("at rest", 1)),
+    ("corruption_at_rest", "tp", 2, ["--verify-at-rest", "auto"], ["bitflip:rank=0:step=25:target=optim"], ("at rest", 0)),
+    ("corruption_at_rest", "pp", 3, ["--verify-at-rest", "auto"], ["bitflip:rank=1:step=25", "bitflip:rank=1:step=30"],
+     ("excluded at rest", 1)),
+    ("corruption_at_rest", "pp", 2, ["--verify-at-rest", "auto"], ["bitflip:rank=1:step=25:target=grad"], ("unseen",)),
+    # auto in dp: the vote's job (rank 1 outvoted at the check of step 30).
+    ("corruption_at_rest", "dp", 3, ["--verify-at-rest", "auto"], ["bitflip:rank=1:step=25"], ("excluded", 1)),
 ]
 CORRUPTION_CASES = sorted({r[0] for r in CORRUPTION_RUNS})
 
@@ -1258,6 +1278,8 @@ def silent_corruption():
         if row_case != case:
             continue
         det = CORRUPTION_DET if "--verify-every" not in flags else ["--deterministic"]
+        if "--verify-at-rest" not in flags:
+            det = [*det, "--verify-at-rest", "off"]
         args = [*CORRUPTION_MODEL, *CORRUPTION_MODES[mode], *det]
         spares = int(flags[flags.index("--spares") + 1]) if "--spares" in flags else 0
         if mode not in bases:  # --deterministic: one SHA-256 on any grid, so one fault-free run per mode
@@ -1270,6 +1292,7 @@ def silent_corruption():
                        expect_rc=None)
             events = [json.loads(l) for l in open(log)] if os.path.exists(log) else []
         mismatches = [e for e in events if e["event"] == "replica_mismatch"]
+        at_rest = [e for e in events if e["event"] == "state_at_rest"]
         flipped = sum("fault injection" in l and "bitflip" in l for l in p.stderr.splitlines())
         check(flipped >= 1, f"{what}: the flip was made and said ({flipped} line(s))")
         if expected[0] == "stops":
@@ -1282,11 +1305,24 @@ def silent_corruption():
             continue
         samples_exact(s, 3 * DIGITS_TRAIN, what)
         if expected[0] == "unseen":
-            check(not mismatches and s["param_sha256"] != base["param_sha256"],
-                  f"{what}: not detected ({len(mismatches)} events), final SHA-256 differs from the fault-free run's")
+            check(not mismatches and not at_rest and s["param_sha256"] != base["param_sha256"],
+                  f"{what}: not detected ({len(mismatches) + len(at_rest)} events), final SHA-256 differs from the fault-free run's")
             continue
         check(s["param_sha256"] == base["param_sha256"],
               f"{what}: final SHA-256 {s['param_sha256'][:12]} equals the fault-free run's {base['param_sha256'][:12]}")
+        if expected[0] in ("at rest", "excluded at rest"):
+            rank, twice = expected[1], expected[0] == "excluded at rest"
+            recs = s.get("recoveries", [])
+            failed = sorted(r for ev in recs for r in ev.get("failed", []))
+            said = f"ftcc-train: rank {rank}: its parameters or optimizer state changed after step"
+            check(not mismatches and [e.get("ranks") for e in at_rest] == [[rank]]
+                  and at_rest[0].get("step") == 26 and said in p.stderr
+                  and failed == ([rank] if twice else []) and s["world_size_final"] == ranks - twice
+                  and (not twice or f"rank {rank} excluded: its parameters or optimizer state changed" in p.stderr
+                       and "for the second time" in p.stderr),
+                  f"{what}: state_at_rest events {at_rest} (expected one naming rank {rank} at step 26; the second time it leaves), replica "
+                  f"mismatches {mismatches}, failed {failed}, world {s['world_size_final']}")
+            continue
         ev = mismatches[0] if len(mismatches) == 1 else {}
         if expected[0] == "excluded":
             rank = expected[1]
