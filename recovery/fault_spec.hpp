@@ -32,7 +32,7 @@
 //            (param, after the optimizer step of step S), of its summed gradient (grad, before
 //            the optimizer applies it) or of its optimizer state (optim, after the step)
 //   slow     a straggler, also done by the training driver: from step S (for N steps) the rank
-//            sleeps (F - 1) times its step's own computing time after computing
+//            sleeps (F - 1) times its previous step's own computing time before computing
 //
 // Examples: kill:rank=2:step=40   kill:rank=1:step=10:phase=allreduce   hang:rank=3:step=5
 //           delay:rank=0:step=7:ms=500   exit:rank=2:step=3   bitflip:rank=1:step=5:target=optim

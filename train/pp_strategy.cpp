@@ -9,6 +9,7 @@
 #include "ftcc/train/gradient_reducer.hpp"
 #include "ftcc/train/partition.hpp"
 #include "ftcc/train/pp_stage.hpp"
+#include "ftcc/train/step_breakdown.hpp"
 
 namespace ftcc::train {
 namespace {
@@ -45,6 +46,17 @@ struct StageStep {
       : cfg(cfg_), stage(stage_), c(c_), work(work_), pins(pins_) {}
 
   std::int64_t micro_batches() const { return static_cast<std::int64_t>(work.cuts.size()) - 1; }
+  // Time spent waiting for a neighbour (a receive, a send's completion) goes to exposed_comm, the
+  // rest to compute: the straggler watch then sees this stage's own work, not its neighbours'.
+  void mark(Phase p) const {
+    if (work.timer != nullptr) work.timer->mark(p);
+  }
+  template <class Wait>
+  void waiting(Wait&& wait) const {
+    mark(Phase::compute);
+    wait();
+    mark(Phase::exposed_comm);
+  }
 
   InFlight send(const tensor::Tensor& t, int peer, int tag) {
     return InFlight{c.isend(pins.keep(t).data(), static_cast<size_t>(t.numel()), fc::DType::f32, peer, tag), t};
@@ -71,7 +83,7 @@ struct StageStep {
                                                                                 static_cast<std::size_t>(e - s)));
     } else {
       in = pins.keep(tensor::Tensor::empty({e - s, stage.in_width()}));
-      c.recv(in.data(), static_cast<size_t>(in.numel()), fc::DType::f32, me - 1, kForwardTag);
+      waiting([&] { c.recv(in.data(), static_cast<size_t>(in.numel()), fc::DType::f32, me - 1, kForwardTag); });
       pins.release(in);  // received: no operation writes to it any more
       in.requires_grad_(true);
     }
@@ -93,10 +105,10 @@ struct StageStep {
       out.backward();
     } else {
       tensor::Tensor grad = pins.keep(tensor::Tensor::empty(out.shape()));
-      c.recv(grad.data(), static_cast<size_t>(grad.numel()), fc::DType::f32, me + 1, kBackwardTag);
+      waiting([&] { c.recv(grad.data(), static_cast<size_t>(grad.numel()), fc::DType::f32, me + 1, kBackwardTag); });
       pins.release(grad);
       InFlight& f = fwd_sends[static_cast<size_t>(k)];
-      f.req.wait();
+      waiting([&] { f.req.wait(); });
       done(f);
       tensor::run_backward(out, grad);
     }
@@ -111,7 +123,7 @@ struct StageStep {
 
   void finish_sends() {
     for (auto& f : bwd_sends) {
-      f.req.wait();
+      waiting([&] { f.req.wait(); });
       done(f);
     }
   }
@@ -201,6 +213,8 @@ class PipelineStrategy final : public ParallelStrategy {
     run.finish_sends();
     // With work.parts_of the gradients are zero here; the driver's exact sum checks the parts.
     run.share.gradients_finite = all_finite(nn::gradients_of(stage_->params()));
+    run.mark(Phase::compute);
+    run.share.timed = work.timer != nullptr;
     return std::move(run.share);
   }
   const nn::NamedTensors& params() const override { return stage_->params(); }

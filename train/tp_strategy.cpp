@@ -9,6 +9,7 @@
 #include "ftcc/tensor/autograd.hpp"
 #include "ftcc/tensor/ops.hpp"
 #include "ftcc/train/gradient_reducer.hpp"
+#include "ftcc/train/step_breakdown.hpp"
 #include "ftcc/train/tp_exact_pair.hpp"
 #include "ftcc/train/tp_shard.hpp"
 
@@ -97,9 +98,15 @@ class TensorStrategy final : public ParallelStrategy {
   StepShare step(fc::Communicator& c, const StepWork& work, Pins& pins) override {
     check_mine({c.rank(), c.size()});
     StepShare share;
+    timer_ = work.timer;
+    share.timed = timer_ != nullptr;
     if (c.rank() == 0) share.fed.add(work.epoch, work.ids);  // every rank feeds the whole batch: count it once
     opt_->zero_grad();
-    if (work.ids.empty()) return share;  // dp,tp --deterministic: fewer micro-batches than replicas
+    if (work.ids.empty()) {  // dp,tp --deterministic: fewer micro-batches than replicas
+      mark(Phase::compute);
+      timer_ = nullptr;
+      return share;
+    }
     data::Batch b = td_.train.gather(work.ids);
     double loss = 0;
     if (work.parts_of == nullptr) {
@@ -115,6 +122,8 @@ class TensorStrategy final : public ParallelStrategy {
     // The loss is the same on every rank: rank 0's is taken.
     if (c.rank() == 0) share.loss = loss;
     share.gradients_finite = all_finite(nn::gradients_of(params_));
+    mark(Phase::compute);
+    timer_ = nullptr;
     return share;
   }
   const nn::NamedTensors& params() const override { return params_; }
@@ -170,6 +179,20 @@ class TensorStrategy final : public ParallelStrategy {
     return loss.item();
   }
 
+  // The time of the pairs' allreduces (waiting for the slowest shard included) goes to
+  // exposed_comm, the rest to compute, so the straggler watch sees this shard's own work. Under
+  // --deterministic the exact pair's collective steps (its sums included) count as communication.
+  void mark(Phase p) const {
+    if (timer_ != nullptr) timer_->mark(p);
+  }
+  template <class Collective>
+  auto communicating(Collective&& collective) const {
+    mark(Phase::compute);
+    auto out = collective();
+    mark(Phase::exposed_comm);
+    return out;
+  }
+
   // One pair's forward and backward within a step.
   struct PairStep {
     tensor::Tensor x, z, Z, Y;          // input, partial output (float path), summed output, output
@@ -182,7 +205,7 @@ class TensorStrategy final : public ParallelStrategy {
       s.x = h.detach();
       s.exact.emplace(cfg_.activation, widths_[static_cast<size_t>(col) + 1]);
       s.exact->hidden(s.x, Wc, bc);
-      s.Z = s.exact->output(c, Wr, pins);
+      s.Z = communicating([&] { return s.exact->output(c, Wr, pins); });
     } else {
       s.x = h;
       if (j > 0) {
@@ -192,7 +215,10 @@ class TensorStrategy final : public ParallelStrategy {
       const auto a = tensor::linear(s.x, Wc, bc, as_fused(cfg_.activation));
       s.z = tensor::linear(a, Wr, tensor::Tensor());
       s.Z = pins.keep(s.z.detach().clone());
-      fc::allreduce(c, fc::kInPlace, s.Z.data(), static_cast<size_t>(s.Z.numel()), fc::DType::f32, fc::ReduceOp::sum);
+      communicating([&] {
+        fc::allreduce(c, fc::kInPlace, s.Z.data(), static_cast<size_t>(s.Z.numel()), fc::DType::f32, fc::ReduceOp::sum);
+        return 0;
+      });
     }
     s.Z.requires_grad_(true);
     s.Y = tensor::add(s.Z, param(row, "bias"));
@@ -205,12 +231,15 @@ class TensorStrategy final : public ParallelStrategy {
     tensor::run_backward(s.Y, grad);
     if (s.exact) {
       s.exact->slice_gradients(s.x, param(col, "weight"), param(col, "bias"), param(row, "weight"), s.Z.grad());
-      return j > 0 ? s.exact->input_gradient(c, param(col, "weight"), pins) : tensor::Tensor();
+      return j > 0 ? communicating([&] { return s.exact->input_gradient(c, param(col, "weight"), pins); }) : tensor::Tensor();
     }
     tensor::run_backward(s.z, s.Z.grad());
     if (j == 0) return tensor::Tensor();
     tensor::Tensor dx = pins.keep(s.x.grad().clone());
-    fc::allreduce(c, fc::kInPlace, dx.data(), static_cast<size_t>(dx.numel()), fc::DType::f32, fc::ReduceOp::sum);
+    communicating([&] {
+      fc::allreduce(c, fc::kInPlace, dx.data(), static_cast<size_t>(dx.numel()), fc::DType::f32, fc::ReduceOp::sum);
+      return 0;
+    });
     return dx;
   }
 
@@ -222,6 +251,7 @@ class TensorStrategy final : public ParallelStrategy {
   std::map<std::string, tensor::Tensor> by_name_;
   std::unique_ptr<optim::Optimizer> opt_;
   UnitKey split_;
+  StepBreakdown* timer_ = nullptr;  // the step's (StepWork::timer), during step() only
 };
 
 }  // namespace

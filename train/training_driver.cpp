@@ -287,8 +287,8 @@ class Driver {
     if (p_.cursor.step == 0 && sampler_->options().global_batch != global_batch_) sampler_ = make_sampler(global_batch_);
     const auto ids = sampler_->batch(p_.cursor);
     timer_.mark(Phase::data);
+    const double slept = inject_slowness();
     const StepShare share = model_ ? compute(c, ids) : StepShare{};
-    inject_slowness();
     const double loss = commit(c, share, static_cast<std::int64_t>(ids.size()), report);
     const bool checkpoint = ckpt_ && cfg_.checkpoint_every > 0 && p_.step % cfg_.checkpoint_every == 0;
     // A checkpoint is written only from verified state.
@@ -300,6 +300,7 @@ class Driver {
     if (copy) replicate();
     own_ms_ += timer_.own_ms();
     ++own_steps_;
+    last_own_ms_ = timer_.own_ms() - slept;
     timer_.end_step();  // a checkpoint's write is not part of the step
     if (checkpoint) {
       gather_full(c);
@@ -988,9 +989,12 @@ class Driver {
     }
   }
 
-  // The slow fault (recovery/fault_spec.hpp) while it lasts: after computing, this rank sleeps
-  // (factor - 1) times what the step took so far, counted as compute.
-  void inject_slowness() {
+  // The slow fault (recovery/fault_spec.hpp) while it lasts: before computing, this rank sleeps
+  // (factor - 1) times its previous step's own time (without the sleep), counted as compute; the
+  // ranks that need its results (the others' gradient sum, its pipeline neighbours, its tp peers)
+  // wait for it as for a slow machine. Returns the ms slept.
+  double inject_slowness() {
+    double slept = 0;
     for (const recovery::FaultSpec& f : g_.injector().driver_faults()) {
       if (f.kind != recovery::FaultKind::slow || !model_ || p_.step < f.step ||
           (f.slow_steps > 0 && p_.step >= f.step + f.slow_steps))
@@ -998,9 +1002,12 @@ class Driver {
       if (p_.step == f.step)
         std::fprintf(stderr, "ftcc: fault injection on rank %d at step %lld: %s\n", g_.original_rank(),
                      static_cast<long long>(p_.step), f.text.c_str());
-      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>((f.factor - 1) * timer_.own_ms()));
+      const auto t0 = Clock::now();
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>((f.factor - 1) * last_own_ms_));
+      slept += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       timer_.mark(Phase::compute);
     }
+    return slept;
   }
 
   // The newest verdict this rank knows (step -1: none): outvoted ranks (original) and a straggler
@@ -1050,6 +1057,7 @@ class Driver {
   StragglerWatch watch_{cfg_.straggler_factor, cfg_.straggler_window};
   double own_ms_ = 0;                   // this rank's own compute ms over the steps since the last check
   std::int64_t own_steps_ = 0;
+  double last_own_ms_ = 0;              // this rank's own ms in its last step, without an injected slowdown
   double predicted_ms_ = 0;             // after an eviction: the predicted median, said at the next check
 };
 
