@@ -1,6 +1,7 @@
 #include "ftcc/train/straggler_watch.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace ftcc::train {
 
@@ -61,6 +62,25 @@ double predicted_step_without(double median_ms, int n) {
 
 bool evict_pays(double slow_ms, double median_ms, int n) {
   return n > 1 && predicted_step_without(median_ms, n) < slow_ms;
+}
+
+namespace {
+std::string fixed(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", v);
+  return b;
+}
+}  // namespace
+
+EvictionDecision decide_eviction(double own_ms, double median_ms, int active, int replicas, int model,
+                                 std::string_view newcomer) {
+  if (replicas < 2) return {false, "; not evicted: no other model replica holds its part"};
+  if (!newcomer.empty()) return {true, "; evicting it: a " + std::string(newcomer) + " takes its place"};
+  if (model > 1) return {false, "; not evicted: no hot spare or respawn to take its place in its model replica"};
+  const std::string predicted = "predicted " + fixed(predicted_step_without(median_ms, active)) + " ms per step on " +
+                                std::to_string(active - 1) + " ranks";
+  if (!evict_pays(own_ms, median_ms, active)) return {false, "; not evicted: " + predicted + ", no faster than " + fixed(own_ms) + " ms now"};
+  return {true, "; evicting it: " + predicted + " against " + fixed(own_ms) + " ms now"};
 }
 
 }  // namespace ftcc::train

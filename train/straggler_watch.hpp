@@ -8,13 +8,16 @@
 // straggler, reported once per streak (its streak ends at a check where it is not slow).
 // Ranks are named by their original rank, so the counts survive a recovery's renumbering.
 // evict_pays() is the rule for evicting one without a spare to replace it (dp: its rows go to the
-// others, so n-1 ranks at the median's pace against n ranks at the straggler's).
-// In pp and tp a rank's compute phase includes its waits for its pipeline or tensor-parallel peers,
-// so a slow rank slows its peers' measure too: there the watch sees little (docs/reliability.md).
+// others, so n-1 ranks at the median's pace against n ranks at the straggler's); decide_eviction()
+// the whole policy of --evict-stragglers, with the words that say it.
+// In pp and tp a stage's waits for its neighbours and the shards' allreduces are exposed_comm, so
+// a slow rank does not make the ranks that wait for it look slow.
 #pragma once
 
 #include <map>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace ftcc::train {
@@ -47,5 +50,17 @@ class StragglerWatch {
 // faster on n - 1 ranks at the median's pace, which then share its rows: median_ms * n / (n - 1).
 bool evict_pays(double slow_ms, double median_ms, int n);
 double predicted_step_without(double median_ms, int n);
+
+// Whether a straggler taking own_ms per step (the others' median median_ms) is evicted by
+// --evict-stragglers, and the words for its report line ("; evicting it: ..." or "; not evicted:
+// ..."). Its part must live on in another model replica (replicas >= 2); with a newcomer to take
+// its place ("hot spare" or "respawned process"; empty: none) it always goes; without one only in
+// dp (model == 1: one rank per replica), when evict_pays() over the `active` training ranks.
+struct EvictionDecision {
+  bool evict = false;
+  std::string why;
+};
+EvictionDecision decide_eviction(double own_ms, double median_ms, int active, int replicas, int model,
+                                 std::string_view newcomer);
 
 }  // namespace ftcc::train

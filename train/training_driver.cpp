@@ -28,6 +28,7 @@
 #include "ftcc/train/replica_verifier.hpp"
 #include "ftcc/train/state_at_rest.hpp"
 #include "ftcc/train/straggler_watch.hpp"
+#include "ftcc/train/verdict_exchange.hpp"
 #include "ftcc/train/run_log.hpp"
 #include "ftcc/train/state_hash.hpp"
 #include "ftcc/train/step_breakdown.hpp"
@@ -743,34 +744,18 @@ class Driver {
   // respawn can take its place or the job is predicted faster without it (evict_pays), said either way.
   int report_stragglers(const CheckResult& r) {
     const int active = grid_.active();
-    const bool replaced = g_.spares_left() > 0 || g_.respawns_left() > 0;
-    // Whether evicting `who` is allowed and pays. Its part must live on elsewhere (another model
-    // replica holds it: dp, the hybrids); without a newcomer for its place only dp is predicted (in
-    // the hybrids its replica would lose a rank, which the prediction does not model).
-    const auto verdict = [&](int who, std::string& why) {
-      const double med = watch_.others_ms(who), own = watch_.slowdown(who) * med;
-      const double predicted = predicted_step_without(med, active);
-      if (grid_.replicas < 2) return why = "; not evicted: no other model replica holds its part", false;
-      if (replaced)
-        return why = "; evicting it: a " + std::string(g_.spares_left() > 0 ? "hot spare" : "respawned process") +
-                     " takes its place", true;
-      if (grid_.model > 1) return why = "; not evicted: no hot spare or respawn to take its place in its model replica", false;
-      if (!evict_pays(own, med, active))
-        return why = "; not evicted: predicted " + fixed(predicted) + " ms per step on " + std::to_string(active - 1) +
-                     " ranks, no faster than " + fixed(own) + " ms now", false;
-      return why = "; evicting it: predicted " + fixed(predicted) + " ms per step on " + std::to_string(active - 1) +
-                   " ranks against " + fixed(own) + " ms now", true;
+    const std::string newcomer = g_.spares_left() > 0 ? "hot spare" : g_.respawns_left() > 0 ? "respawned process" : "";
+    const auto decide = [&](int who) {
+      return decide_eviction(watch_.slowdown(who) * watch_.others_ms(who), watch_.others_ms(who), active, grid_.replicas,
+                             grid_.model, newcomer);
     };
     int evict = -1;  // the slowest straggler whose eviction is allowed and pays
-    for (int who : r.stragglers) {
-      std::string why;
-      if (cfg_.evict_stragglers && verdict(who, why) && (evict < 0 || watch_.slowdown(who) > watch_.slowdown(evict))) evict = who;
-    }
+    for (int who : r.stragglers)
+      if (cfg_.evict_stragglers && decide(who).evict && (evict < 0 || watch_.slowdown(who) > watch_.slowdown(evict))) evict = who;
     for (int who : r.stragglers) {
       const double x = watch_.slowdown(who), med = watch_.others_ms(who), own = x * med;
       report_->straggler_found();
-      std::string why;
-      const bool allowed = verdict(who, why);
+      const auto [allowed, why] = decide(who);
       std::string line = "straggler: rank " + std::to_string(who) + "'s own compute took " + fixed(own) + " ms per step, " +
                          fixed(x) + "x the other ranks' median " + fixed(med) + " ms, at " + std::to_string(cfg_.straggler_window) +
                          " checks in a row (step " + std::to_string(p_.step) + ")";
@@ -778,7 +763,7 @@ class Driver {
       if (!cfg_.quiet || who == evict) log_.note(line);  // --quiet: an eviction only
       log_.event({{"event", "straggler"}, {"rank", who}, {"step", p_.step}, {"own_ms", own}, {"median_ms", med},
                   {"slowdown", x}, {"evicted", who == evict}, {"predicted_ms_without", predicted_step_without(med, active)}});
-      if (who == evict) predicted_ms_ = replaced ? med : predicted_step_without(med, active);
+      if (who == evict) predicted_ms_ = newcomer.empty() ? predicted_step_without(med, active) : med;
     }
     if (evict < 0 && predicted_ms_ > 0 && !r.own_ms.empty()) {  // the check after an eviction: what happened
       log_.note("after the eviction: the median rank's own compute takes " + fixed(watch_.median_ms()) +
@@ -821,56 +806,35 @@ class Driver {
   // A verdict without a majority that repeats at the same step ends the job (a job-level error).
   void settle_verdict(recovery::ResilientGroup& grp) {
     fc::Communicator& c = grp.comm();
-    const int n = c.size();
-    // [number, step, rollback_to, undecided, rollback, then per rank: 1 outvoted, 2 evicted straggler,
-    //  then per rank: 1 + the step at which its state at rest was found changed, or 0]
-    constexpr std::size_t kFlags = 5;
-    const std::size_t at_rest = kFlags + static_cast<std::size_t>(n);
-    auto& w = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(at_rest + static_cast<std::size_t>(n), 0));
-    if (rest_caught_at_ >= 0) w[at_rest + static_cast<std::size_t>(c.rank())] = rest_caught_at_ + 1;
     const bool pending = verdict_.number > verdict_applied_;  // an applied one must not mix its fields in
-    w[0] = pending ? verdict_.number : -1;
-    w[1] = pending ? verdict_.step : -1;
-    w[2] = pending ? verdict_.rollback_to : -1;
-    w[3] = pending ? verdict_.undecided : 0;
-    w[4] = pending && verdict_.rollback ? 1 : 0;
-    for (int r = 0; r < n && pending; ++r) {
-      const int orig = grp.members()[static_cast<std::size_t>(r)];
-      w[kFlags + static_cast<std::size_t>(r)] = std::count(verdict_.odd.begin(), verdict_.odd.end(), orig) > 0 ? 1
-                                                : verdict_.straggler == orig                                 ? 2
-                                                                                                             : 0;
-    }
+    auto& w = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(
+        encode_verdict(pending ? &verdict_ : nullptr, grp.members(), c.rank(), rest_caught_at_)));
     fc::allreduce(c, fc::kInPlace, w.data(), w.size(), fc::DType::i64, fc::ReduceOp::max);
-    report_rest(grp, std::span(w).subspan(at_rest));
-    if (w[0] <= verdict_applied_) return;  // none (-1), or applied here in an earlier try
-    verdict_applied_ = w[0];
-    const std::int64_t mine = w[kFlags + static_cast<std::size_t>(c.rank())];
-    const auto flags_end = w.begin() + static_cast<std::ptrdiff_t>(at_rest);
-    if (std::find(w.begin() + kFlags, flags_end, 2) != flags_end) report_->straggler_evicted();
-    if (mine == 2) grp.leave_excluded("evicted as a straggler (--evict-stragglers): its own compute time per step was "
+    const SettledVerdict v = decode_verdict(w, grp.members());
+    report_rest(grp, v);
+    if (v.number <= verdict_applied_) return;  // none (-1), or applied here in an earlier try
+    verdict_applied_ = v.number;
+    const Fate mine = v.fate[static_cast<std::size_t>(c.rank())];
+    if (v.evicts) report_->straggler_evicted();
+    if (mine == Fate::evicted) grp.leave_excluded("evicted as a straggler (--evict-stragglers): its own compute time per step was "
                                       "above --straggler-factor times the median's at --straggler-window checks in a row; "
                                       "self-fenced (SIGKILL)");
-    const std::int64_t at = w[1], to = w[2];
-    if (mine == 1)
+    const std::int64_t at = v.step, to = v.rollback_to;
+    if (mine == Fate::outvoted)
       grp.leave_excluded("excluded: its parameters or optimizer state differed from a strict majority of its replicas' "
                          "in the verification at step " + std::to_string(at) + " (silent data corruption); self-fenced (SIGKILL)");
-    if (w[4] == 0) return;  // a straggler's eviction alone: nobody rolls back (ranks are renumbered by the recovery)
+    if (!v.rollback) return;  // a straggler's eviction alone: nobody rolls back (ranks are renumbered by the recovery)
     FTCC_INVARIANT(to >= 0) << "replica verification: a mismatch at step " << at << " and no rank holds a verified state";
-    std::vector<int> odd;
-    int writer = -1;  // the lowest rank that stays reports it
-    for (int r = 0; r < n; ++r) {
-      if (w[kFlags + static_cast<std::size_t>(r)] == 1) odd.push_back(grp.members()[static_cast<std::size_t>(r)]);
-      else if (writer < 0 && w[kFlags + static_cast<std::size_t>(r)] == 0) writer = r;
-    }
-    const bool repeated = w[3] > 0 && undecided_at_ == at;
-    if (w[3] > 0) undecided_at_ = at;
+    const std::vector<int>& odd = v.outvoted;
+    const bool repeated = v.undecided > 0 && undecided_at_ == at;
+    if (v.undecided > 0) undecided_at_ = at;
     std::string line = "replica verification at step " + std::to_string(at) + ": ";
     line += odd.empty() ? "replicas differ with no strict majority" : "rank(s) " + joined(odd) + " outvoted by their replicas";
     line += repeated ? "; the same mismatch again after rolling back: stopping"
                      : (odd.empty() ? "" : ", excluded") + std::string("; rolling back to verified step ") + std::to_string(to);
     log_.corruption_found({{"event", "replica_mismatch"}, {"step", at}, {"rolled_back_to", to}, {"excluded", odd},
-                           {"undecided", w[3]}, {"repeated", repeated}},
-                          line, c.rank() == writer);
+                           {"undecided", v.undecided}, {"repeated", repeated}},
+                          line, c.rank() == v.writer);
     report_->replica_mismatch(static_cast<std::int64_t>(odd.size()));
     if (!verified_.held()) {  // a newcomer: its state (if it got any yet) came from after the verified step
       live_valid_ = false;    // so the restore gives it the survivors' rolled-back state instead
@@ -885,24 +849,16 @@ class Driver {
     roll_back_to_verified(to);
   }
 
-  // The ranks whose state at rest was found changed (`caught[r]`: 1 + the step, or 0), as settle_verdict
-  // learned them: a line and an event from rank 0, a counter on every rank. Their parts were
-  // dropped; this recovery restores them.
-  void report_rest(recovery::ResilientGroup& grp, std::span<const std::int64_t> caught) {
-    std::vector<int> ranks;
-    std::int64_t step = -1;
-    for (std::size_t r = 0; r < caught.size(); ++r)
-      if (caught[r] > 0) {
-        ranks.push_back(grp.members()[r]);
-        step = std::max(step, caught[r] - 1);
-      }
+  // The ranks whose state at rest was found changed, as settle_verdict learned them: a line and an
+  // event from rank 0, a counter on every rank. Their parts were dropped; this recovery restores them.
+  void report_rest(recovery::ResilientGroup& grp, const SettledVerdict& v) {
     rest_caught_at_ = -1;  // said (or being said) by rank 0 now
-    if (ranks.empty()) return;
-    log_.corruption_found({{"event", "state_at_rest"}, {"step", step}, {"ranks", ranks}},
-                          "state at rest: rank(s) " + joined(ranks) + " found changed before step " + std::to_string(step) +
-                              " (silent data corruption): restored from the newest copy",
+    if (v.changed_at_rest.empty()) return;
+    log_.corruption_found({{"event", "state_at_rest"}, {"step", v.changed_at_step}, {"ranks", v.changed_at_rest}},
+                          "state at rest: rank(s) " + joined(v.changed_at_rest) + " found changed before step " +
+                              std::to_string(v.changed_at_step) + " (silent data corruption): restored from the newest copy",
                           grp.comm().rank() == 0);
-    report_->state_at_rest_mismatch(static_cast<std::int64_t>(ranks.size()));
+    report_->state_at_rest_mismatch(static_cast<std::int64_t>(v.changed_at_rest.size()));
   }
 
   // This rank's part back to the last verified state, and the position recorded with it. When the
@@ -1009,15 +965,6 @@ class Driver {
     }
     return slept;
   }
-
-  // The newest verdict this rank knows (step -1: none): outvoted ranks (original) and a straggler
-  // to evict; rollback when a mismatch was found.
-  struct PendingVerdict {
-    std::int64_t number = -1, step = -1, rollback_to = -1, undecided = 0;
-    bool rollback = false;
-    std::vector<int> odd;
-    int straggler = -1;
-  };
 
   const TrainConfig& cfg_;
   recovery::ResilientGroup& g_;

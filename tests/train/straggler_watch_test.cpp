@@ -63,4 +63,25 @@ TEST(StragglerWatch, EvictionPaysOnlyWhenPredictedFaster) {
   EXPECT_FALSE(ft::evict_pays(30, 10, 1));
 }
 
+// --evict-stragglers' policy: the part must live on in another model replica; a newcomer always
+// takes the place; without one only dp, and only when n - 1 ranks are predicted faster.
+TEST(StragglerWatch, EvictionDecision) {
+  // pp or tp with one model replica: never, even with a spare.
+  auto d = ft::decide_eviction(30, 10, 4, /*replicas=*/1, /*model=*/4, "hot spare");
+  EXPECT_FALSE(d.evict);
+  EXPECT_EQ(d.why, "; not evicted: no other model replica holds its part");
+  d = ft::decide_eviction(12, 10, 4, 4, 1, "respawned process");  // barely slow, but replaced: goes
+  EXPECT_TRUE(d.evict);
+  EXPECT_EQ(d.why, "; evicting it: a respawned process takes its place");
+  d = ft::decide_eviction(30, 10, 4, 2, 2, "");  // a hybrid without a newcomer: its replica would shrink
+  EXPECT_FALSE(d.evict);
+  EXPECT_EQ(d.why, "; not evicted: no hot spare or respawn to take its place in its model replica");
+  d = ft::decide_eviction(30, 10, 4, 4, 1, "");
+  EXPECT_TRUE(d.evict);
+  EXPECT_EQ(d.why, "; evicting it: predicted 13.33 ms per step on 3 ranks against 30.00 ms now");
+  d = ft::decide_eviction(15, 10, 2, 2, 1, "");
+  EXPECT_FALSE(d.evict);
+  EXPECT_EQ(d.why, "; not evicted: predicted 20.00 ms per step on 1 ranks, no faster than 15.00 ms now");
+}
+
 }  // namespace
