@@ -587,11 +587,15 @@ class Driver {
 
   // No complete copy survived: the newest checkpoint of --checkpoint-dir, or TrainingStateLost.
   void fall_back_to_checkpoint(fc::Communicator& c, const recovery::RecoveryEvent& ev, const RestorePlan& plan) {
+    // The ranks whose state is gone: the failed ones, or with none failed those whose state was
+    // dropped as changed at rest (or by a replica verdict).
+    const std::string whose = ev.failed.empty() ? "rank(s) whose state was dropped (silent data corruption)"
+                                                : "the failed rank(s) " + joined(ev.failed);
     std::string what =
         cfg_.parallel == Parallel::dp
-            ? "dp: the model was held only by the failed rank(s) " + joined(ev.failed) + ": no in-memory copy left"
+            ? "dp: the model was held only by " + whose + ": no in-memory copy left"
             : std::string(s_->name()) + ": " + s_->units_name() + " " + joined(plan.lost) +
-                  " were held only by the failed rank(s) " + joined(ev.failed) + " (own copy and all " +
+                  " were held only by " + whose + " (own copy and all " +
                   std::to_string(cfg_.replicas) + " buddy replica(s)" +
                   (cfg_.parallel == Parallel::dp_pp || cfg_.parallel == Parallel::dp_tp ? ", in every model replica" : "") +
                   "): no in-memory copy left";

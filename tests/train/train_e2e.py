@@ -1223,7 +1223,7 @@ def hybrid_fault_cases():
 # found changed before its next use: one state_at_rest event, rank R restored from a live replica
 # or a buddy copy, nobody leaves), "excluded at rest [R]" (found a second time: R leaves, a failure
 # like any other), and "unseen" for a grad flip (a wrong computation: the optimizer seals what it
-# wrote, and with one replica nothing else can see it).
+# wrote, and with one replica nothing else can see it), "lost" (no copy to restore from: exit 4).
 CORRUPTION_DET = ["--deterministic", "--verify-every", "10"]
 CORRUPTION_MODEL = ["--dataset", "digits", "--layers", "64,64,64,64,10", "--lr", "0.05", "--batch", "64",
                     "--epochs", "3", "--micro-batches", "6"]
@@ -1270,6 +1270,8 @@ CORRUPTION_RUNS = [
     ("corruption_at_rest", "pp", 2, ["--verify-at-rest", "auto"], ["bitflip:rank=1:step=25:target=grad"], ("unseen",)),
     # auto in dp: the vote's job (rank 1 outvoted at the check of step 30).
     ("corruption_at_rest", "dp", 3, ["--verify-at-rest", "auto"], ["bitflip:rank=1:step=25"], ("excluded", 1)),
+    # One rank, on, no checkpoint: no copy to restore from, the documented stop (exit 4).
+    ("corruption_at_rest", "dp", 1, ["--verify-at-rest", "on"], ["bitflip:rank=0:step=25"], ("lost",)),
 ]
 CORRUPTION_CASES = sorted({r[0] for r in CORRUPTION_RUNS})
 
@@ -1297,6 +1299,11 @@ def silent_corruption():
         at_rest = [e for e in events if e["event"] == "state_at_rest"]
         flipped = sum("fault injection" in l and "bitflip" in l for l in p.stderr.splitlines())
         check(flipped >= 1, f"{what}: the flip was made and said ({flipped} line(s))")
+        if expected[0] == "lost":
+            check(p.returncode == 4 and "held only by rank(s) whose state was dropped (silent data corruption)" in p.stderr
+                  and "training state lost" in p.stderr and [e.get("ranks") for e in at_rest] == [[0]],
+                  f"{what}: exit {p.returncode} (expected 4), training state lost, events {at_rest}: {p.stderr[-600:]}")
+            continue
         if expected[0] == "stops":
             check(p.returncode == 4 and "again after rolling back" in p.stderr and len(mismatches) == 2
                   and mismatches[-1]["repeated"] is True,
