@@ -27,6 +27,8 @@ constexpr std::align_val_t kScratchAlign{64};
 std::mutex g_hook_mu;
 FaultHook g_hook;                  // guarded by g_hook_mu for writes
 const FaultHook* g_hook_ptr = nullptr;  // read without the lock inside collectives
+ReceiveHook g_receive_hook;                       // guarded by g_hook_mu for writes
+std::atomic<const ReceiveHook*> g_receive_hook_ptr{nullptr};
 
 }  // namespace
 
@@ -166,6 +168,15 @@ void Communicator::set_global_fault_hook(FaultHook hook) {
 }
 
 const FaultHook* Communicator::fault_hook() const { return hook_ ? &hook_ : g_hook_ptr; }
+
+void Communicator::set_global_receive_hook(ReceiveHook hook) {
+  std::lock_guard<std::mutex> lock(g_hook_mu);
+  g_receive_hook_ptr = nullptr;
+  g_receive_hook = std::move(hook);
+  if (g_receive_hook) g_receive_hook_ptr = &g_receive_hook;
+}
+
+const ReceiveHook* Communicator::receive_hook() { return g_receive_hook_ptr.load(std::memory_order_acquire); }
 
 int Communicator::next_collective_tag() {
   const int tag = kMaxUserTag + static_cast<int>(seq_ % static_cast<std::uint64_t>(tag_span_));

@@ -46,6 +46,7 @@ class ProgressThread;  // comm/progress_thread.hpp
 }
 
 using FaultHook = std::function<void(const char* op, int step)>;
+using ReceiveHook = std::function<void(const char* op, int tag, void* buf, std::size_t bytes)>;
 
 // FTCC_COMM_TIMEOUT_S if set (seconds, in [kMinTimeoutS, kMaxTimeoutS]), else 300. A value that
 // is not a number in that range throws ftcc::InvalidArgument naming the variable and the range.
@@ -143,6 +144,8 @@ class Communicator {
   static void set_global_fault_hook(FaultHook hook);
   // The hook collectives call: this communicator's, else the global one, else nullptr.
   const FaultHook* fault_hook() const;
+  static void set_global_receive_hook(ReceiveHook hook);
+  static const ReceiveHook* receive_hook();
 
   // Blocking point-to-point with a deadline. recv's count must equal the sender's count.
   void send(const void* buf, std::size_t count, DType dtype, int peer, int tag = 0, double timeout_s = 0);

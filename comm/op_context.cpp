@@ -37,6 +37,7 @@ OpContext::OpContext(Transport& transport, int tag, double timeout_s, const char
       tag_(tag),
       op_(op),
       hook_(hook),
+      receive_hook_(Communicator::receive_hook()),
       scratch_(scratch),
       rank_(transport.rank()),
       size_(transport.size()),
@@ -60,13 +61,13 @@ OpContext::Handle OpContext::isend(const void* buf, std::size_t bytes, int peer)
   if (hook_) (*hook_)(op_, step_);
   ++step_;
   const Handle h = t_.isend(buf, bytes, peer, tag_, op_);
-  pending_.push_back({h, peer, false});
+  pending_.push_back({h, peer, false, nullptr, 0});
   return h;
 }
 
 OpContext::Handle OpContext::irecv(void* buf, std::size_t bytes, int peer) {
   const Handle h = t_.irecv(buf, bytes, peer, tag_, op_);
-  pending_.push_back({h, peer, true});
+  pending_.push_back({h, peer, true, buf, bytes});
   return h;
 }
 
@@ -87,7 +88,12 @@ bool OpContext::test(Handle h) {
     forget(h);  // the transport released it
     throw;
   }
-  if (done) forget(h);
+  if (done) {
+    if (receive_hook_)
+      for (const Pending& p : pending_)
+        if (p.h == h && p.recv) (*receive_hook_)(op_, tag_, p.buf, p.bytes);
+    forget(h);
+  }
   return done;
 }
 

@@ -55,6 +55,8 @@ class OpContext {
     Handle h;
     int peer;
     bool recv;
+    void* buf;  // a receive's, for the receive hook
+    std::size_t bytes;
   };
   [[noreturn]] void throw_timeout();
   void forget(Handle h);
@@ -63,6 +65,7 @@ class OpContext {
   int tag_;
   const char* op_;
   const FaultHook* hook_;
+  const ReceiveHook* receive_hook_;  // Communicator::receive_hook() when the call started
   Scratch& scratch_;
   detail::WaitInProgress waiting_;  // the whole collective counts as waiting for peers
   int rank_, size_;
