@@ -25,7 +25,7 @@ std::string fault_file(const std::string& dir, int rank) { return dir + "/fault-
 FaultInjector::FaultInjector(const std::vector<FaultSpec>& specs, int original_rank, std::string event_dir)
     : rank_(original_rank), event_dir_(std::move(event_dir)) {
   for (const auto& s : specs)
-    if (s.rank == original_rank) (s.kind == FaultKind::bitflip || s.kind == FaultKind::slow ? driver_ : mine_).push_back(s);
+    if (s.rank == original_rank) (s.kind == FaultKind::bitflip || s.kind == FaultKind::slow || s.kind == FaultKind::wireflip ? driver_ : mine_).push_back(s);
   fired_.assign(mine_.size(), false);
   sends_seen_.assign(mine_.size(), 0);
 }
@@ -103,7 +103,8 @@ void FaultInjector::fire(FaultSpec& spec) {
                                 std::to_string(step_) + " (" + spec.text + ")");
     case FaultKind::delay:
     case FaultKind::bitflip:
-    case FaultKind::slow: break;  // never in mine_ (driver_faults())
+    case FaultKind::slow:
+    case FaultKind::wireflip: break;  // never in mine_ (driver_faults())
   }
 }
 

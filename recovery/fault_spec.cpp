@@ -47,6 +47,7 @@ const char* fault_spec_grammar() {
          "        | throw (an exception on this rank alone) | invariant (an internal invariant fails on this rank)\n"
          "        | bitflip (flip bit B, default 20, of one float of T: param (default) | grad | optim; N times, default 1)\n"
          "        | slow (steps take factor=F times as long, for steps=N steps, default to the end)\n"
+         "        | wireflip (flip bit B, default 62, of the middle 64-bit word of a message this rank receives in the gradient sum; N sums, default 1)\n"
          "  P     step (default) | allreduce | broadcast | allgather | recovery | shrink | agree | hooks | spare\n"
          "  e.g.  kill:rank=2:step=40  kill:rank=1:step=10:phase=allreduce  delay:rank=0:step=7:ms=500";
 }
@@ -63,6 +64,7 @@ const char* to_string(FaultKind k) {
     case FaultKind::invariant: return "invariant";
     case FaultKind::bitflip: return "bitflip";
     case FaultKind::slow: return "slow";
+    case FaultKind::wireflip: return "wireflip";
   }
   return "?";
 }
@@ -106,6 +108,10 @@ FaultSpec parse_fault_spec(const std::string& spec) {
   else if (kind == "invariant") f.kind = FaultKind::invariant;
   else if (kind == "bitflip") f.kind = FaultKind::bitflip;
   else if (kind == "slow") f.kind = FaultKind::slow;
+  else if (kind == "wireflip") {
+    f.kind = FaultKind::wireflip;
+    f.bit = 62;  // in a float32 pair the second's top exponent bit; in an int64, 2^62
+  }
   else reject(spec, "unknown kind '" + kind + "'");
   std::set<std::string> seen;
   for (size_t i = 1; i < parts.size(); ++i) {
@@ -116,7 +122,7 @@ FaultSpec parse_fault_spec(const std::string& spec) {
     if (key == "rank") f.rank = static_cast<int>(parse_int(spec, key, val, std::numeric_limits<int>::max()));
     else if (key == "step") f.step = parse_int(spec, key, val);
     else if (key == "ms") f.delay_ms = static_cast<int>(parse_int(spec, key, val, std::numeric_limits<int>::max()));
-    else if (key == "bit") f.bit = static_cast<int>(parse_int(spec, key, val, 31));
+    else if (key == "bit") f.bit = static_cast<int>(parse_int(spec, key, val, f.kind == FaultKind::wireflip ? 63 : 31));
     else if (key == "steps") f.slow_steps = parse_int(spec, key, val);
     else if (key == "factor") {
       char* end = nullptr;
@@ -152,8 +158,13 @@ FaultSpec parse_fault_spec(const std::string& spec) {
       f.phase != FaultPhase::spare)
     reject(spec, std::string(to_string(f.kind)) + " fires at phase step, allreduce, broadcast, allgather, hooks or spare (the protocol's own calls never throw)");
   if (f.kind != FaultKind::delay && seen.count("ms")) reject(spec, "ms=M only applies to delay");
-  for (const char* k : {"target", "bit", "times"})
-    if (f.kind != FaultKind::bitflip && seen.count(k)) reject(spec, std::string(k) + "= only applies to bitflip");
+  if (f.kind != FaultKind::bitflip && seen.count("target")) reject(spec, "target= only applies to bitflip");
+  for (const char* k : {"bit", "times"})
+    if (f.kind != FaultKind::bitflip && f.kind != FaultKind::wireflip && seen.count(k))
+      reject(spec, std::string(k) + "= only applies to bitflip and wireflip");
+  if (f.kind == FaultKind::wireflip && f.phase != FaultPhase::step)
+    reject(spec, "wireflip happens in the training step's gradient sum (phase=step)");
+  if (f.kind == FaultKind::wireflip && f.times < 1) reject(spec, "times must be >= 1");
   for (const char* k : {"factor", "steps"})
     if (f.kind != FaultKind::slow && seen.count(k)) reject(spec, std::string(k) + "= only applies to slow");
   if (f.kind == FaultKind::slow && !seen.count("factor")) reject(spec, "slow needs factor=F");

@@ -1,7 +1,7 @@
 // recovery/fault_spec.hpp: the fault-injection grammar, shared by the API, the CLI and tests.
 //
 //   SPEC   := KIND ':' FIELD (':' FIELD)*
-//   KIND   := kill | hang | delay | exit | segv | stall | throw | invariant | bitflip | slow
+//   KIND   := kill | hang | delay | exit | segv | stall | throw | invariant | bitflip | slow | wireflip
 //   FIELD  := rank=R        rank (in the job's original numbering) that misbehaves   (required)
 //           | step=S        training step / loop iteration at which it happens       (required)
 //           | phase=P       where in the step: step (default: at its start), allreduce,
@@ -15,9 +15,13 @@
 //                           one more after each recovery or end of loop it waits through)
 //           | ms=M          delay length in milliseconds                              (delay only, required)
 //           | target=T      bitflip: param (default) | grad | optim                   (bitflip only)
-//           | bit=B         bitflip: which bit of the float32 element, 0-31; default 20 (bitflip only)
+//           | bit=B         bitflip: which bit of the float32 element, 0-31; default 20;
+//                           wireflip: which bit of the message's middle 64-bit word, 0-63;
+//                           default 62 (a float32's top exponent bit, an int64's 2^62)
 //           | times=N       bitflip: how many times it fires, each time the rank applies step S
-//                           (a rollback redoes it); default 1                        (bitflip only)
+//                           (a rollback redoes it); wireflip: how many collective calls of the
+//                           gradient sum (its buckets, their repeat, the link probe) it changes,
+//                           from step S on; default 1                  (bitflip and wireflip only)
 //           | factor=F      slow: its steps take F times as long (F > 1, decimal)    (slow only, required)
 //           | steps=N       slow: for N steps from step S; default 0: to the end      (slow only)
 //
@@ -33,9 +37,14 @@
 //            the optimizer applies it) or of its optimizer state (optim, after the step)
 //   slow     a straggler, also done by the training driver: from step S (for N steps) the rank
 //            sleeps (F - 1) times its previous step's own computing time before computing
+//   wireflip corruption in transit, done by the training driver through the receive hook
+//            (comm/communicator.hpp): from step S, the first message of 256 bytes or more this rank
+//            receives in a collective call of the replicas' gradient sum arrives with bit B of
+//            its middle 64-bit word flipped, for N calls (a bad link into this rank)
 //
 // Examples: kill:rank=2:step=40   kill:rank=1:step=10:phase=allreduce   hang:rank=3:step=5
 //           delay:rank=0:step=7:ms=500   exit:rank=2:step=3   bitflip:rank=1:step=5:target=optim
+//           wireflip:rank=2:step=12:times=4
 // parse_fault_spec() throws ftcc::InvalidArgument quoting the bad spec and this grammar.
 #pragma once
 
@@ -45,7 +54,7 @@
 
 namespace ftcc::recovery {
 
-enum class FaultKind { kill, hang, delay, exit, segv, stall, throw_error, invariant, bitflip, slow };
+enum class FaultKind { kill, hang, delay, exit, segv, stall, throw_error, invariant, bitflip, slow, wireflip };
 enum class FlipTarget { param, grad, optim };
 enum class FaultPhase { step, allreduce, broadcast, allgather, recovery, shrink, agree, hooks, spare };
 

@@ -171,6 +171,10 @@ void add_flags(CLI::App& app, ftcc::train::TrainConfig& c, ChoiceTexts& t) {
                  "a rank slow at this many checks in a row is a straggler: reported (and evicted with "
                  "--evict-stragglers)")
       ->capture_default_str();
+  app.add_flag("--verify-reductions", c.verify_reductions,
+               "checksum every contribution to the replicas' gradient sum and check the sum against them (exact "
+               "under --deterministic): a wrong sum is repeated once; wrong again, a probe of the links names the "
+               "rank whose data arrive changed, which is excluded (otherwise the job stops with exit status 4)");
   app.add_flag("--evict-stragglers", c.evict_stragglers,
                "exclude a straggler: always when a hot spare or a respawn can take its place, otherwise only "
                "when the job is predicted faster without it");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/collectives.hpp"
@@ -64,6 +65,7 @@ void GradientReducer::begin_overlap(comm::Communicator& comm) {
     }
   }
   inflight_.clear();
+  check_ = {};
   comm_ = &comm;
   pending_ = tensors_in_bucket_;
   next_ = 0;
@@ -75,9 +77,49 @@ void GradientReducer::ready(std::size_t bucket) {
   start_ready();
 }
 
+void GradientReducer::set_verify(bool on) {
+  FTCC_REQUIRE(!on || arena_.device() == tensor::Device::CPU)
+      << "--verify-reductions: the gradient sum is checked on CPU arenas only (this one is on a GPU)";
+  verify_ = on;
+}
+
+void GradientReducer::keep_contribution(std::size_t b, const std::byte* data, comm::DType dtype) {
+  const std::size_t w = comm::dtype_size(dtype), at = bucket_begin_[b] * w, n = bucket_size(b);
+  kept_.resize(numel_ * sizeof(std::int64_t));  // room for either dtype; one allocation for the run
+  sums_in_.resize(buckets());
+  std::memcpy(kept_.data() + at, data + at, n * w);
+  sums_in_[b] = comm::sum_checksum(data + at, n, dtype);
+}
+
+void GradientReducer::audit(comm::Communicator& comm, std::byte* data, comm::DType dtype) {
+  const std::size_t w = comm::dtype_size(dtype);
+  std::vector<comm::SumChecksum> out(buckets());
+  for (std::size_t b = 0; b < buckets(); ++b) out[b] = comm::sum_checksum(data + bucket_begin_[b] * w, bucket_size(b), dtype);
+  const comm::ReductionAudit first = comm::audit_reductions(comm, sums_in_, out, dtype);
+  if (first.clean()) return;
+  check_.mismatch = true;
+  check_.buckets = first.bad_buffers;
+  check_.wrong_at = first.wrong_at;
+  // Once more from the kept contributions, the same buckets on every rank (the verdict is shared).
+  std::vector<comm::SumChecksum> in_again, out_again;
+  for (std::size_t b : first.bad_buffers) {
+    std::byte* at = data + bucket_begin_[b] * w;
+    std::memcpy(at, kept_.data() + bucket_begin_[b] * w, bucket_size(b) * w);
+    comm::allreduce(comm, comm::kInPlace, at, bucket_size(b), dtype, comm::ReduceOp::sum);
+    in_again.push_back(sums_in_[b]);
+    out_again.push_back(comm::sum_checksum(at, bucket_size(b), dtype));
+  }
+  const comm::ReductionAudit second = comm::audit_reductions(comm, in_again, out_again, dtype);
+  check_.repeated_clean = second.clean();
+  if (check_.repeated_clean) return;
+  const std::size_t b = first.bad_buffers[second.bad_buffers.front()];
+  check_.probe = comm::probe_links(comm, kept_.data() + bucket_begin_[b] * w, bucket_size(b) * w);
+}
+
 void GradientReducer::start_ready() {
   float* base = arena_.data();
   while (next_ < buckets() && pending_[next_] == 0) {
+    if (verify_) keep_contribution(next_, reinterpret_cast<const std::byte*>(base), comm::DType::f32);
     inflight_.push_back(comm::allreduce_async(*comm_, comm::kInPlace, base + bucket_begin_[next_], bucket_size(next_),
                                               comm::DType::f32, comm::ReduceOp::sum));
     ++next_;
@@ -89,6 +131,7 @@ bool GradientReducer::finish_overlap() {
   started_early_ = next_;
   std::fill(pending_.begin(), pending_.end(), 0);  // a rank without data starts every bucket now
   start_ready();
+  comm::Communicator& comm = *comm_;
   comm_ = nullptr;
   // Wait for every bucket, even after one failed, so no operation outlives the step.
   std::exception_ptr first;
@@ -101,16 +144,22 @@ bool GradientReducer::finish_overlap() {
   }
   inflight_.clear();
   if (first) std::rethrow_exception(first);
+  if (verify_) audit(comm, reinterpret_cast<std::byte*>(arena_.data()), comm::DType::f32);
   return arena_finite();
 }
 
 bool GradientReducer::sum(comm::Communicator& comm) {
   // The arena keeps one allocation for the whole run: after a failure, a send that our allreduce
   // abandoned may still be read by MPI during the recovery, so the buffer must stay valid.
+  check_ = {};
   float* base = arena_.data();
-  for (std::size_t b = 0; b < buckets(); ++b)
+  auto* bytes = reinterpret_cast<std::byte*>(base);
+  for (std::size_t b = 0; b < buckets(); ++b) {
+    if (verify_) keep_contribution(b, bytes, comm::DType::f32);
     comm::allreduce(comm, comm::kInPlace, base + bucket_begin_[b], bucket_size(b), comm::DType::f32,
                     comm::ReduceOp::sum);
+  }
+  if (verify_) audit(comm, bytes, comm::DType::f32);
   return arena_finite();
 }
 
@@ -139,6 +188,7 @@ std::vector<float> GradientReducer::snapshot() const { return arena_.to_vector()
 
 bool GradientReducer::exact_sum(comm::Communicator& comm, const std::vector<std::vector<float>>& parts,
                                 std::int64_t n_total, comm::Communicator* slices_of) {
+  check_ = {};
   // 1. The scale of each bucket: the largest |g| over every contribution of the global batch.
   // On the heap and kept if the allreduce fails: a late message may still land in it.
   const comm::KeptBuffer<std::vector<float>> kept(buckets(), 0.0f);
@@ -164,9 +214,13 @@ bool GradientReducer::exact_sum(comm::Communicator& comm, const std::vector<std:
     for (std::size_t b = 0; b < buckets(); ++b)
       accumulate_fixed(std::span<const float>(p.data() + bucket_begin_[b], bucket_size(b)), exps[b],
                        std::span<std::int64_t>(fixed_.data() + bucket_begin_[b], bucket_size(b)));
-  for (std::size_t b = 0; b < buckets(); ++b)
+  auto* fixed_bytes = reinterpret_cast<std::byte*>(fixed_.data());
+  for (std::size_t b = 0; b < buckets(); ++b) {
+    if (verify_) keep_contribution(b, fixed_bytes, comm::DType::i64);
     comm::allreduce(comm, comm::kInPlace, fixed_.data() + bucket_begin_[b], bucket_size(b), comm::DType::i64,
                     comm::ReduceOp::sum);
+  }
+  if (verify_) audit(comm, fixed_bytes, comm::DType::i64);
   // 3. Back to float once, into the arena.
   host_.resize(numel_);
   for (std::size_t b = 0; b < buckets(); ++b)

@@ -36,10 +36,20 @@
 
 #include "ftcc/comm/allreduce_async.hpp"
 #include "ftcc/comm/communicator.hpp"
+#include "ftcc/comm/reduction_audit.hpp"
 #include "ftcc/nn/named_tensors.hpp"
 #include "ftcc/tensor/tensor.hpp"
 
 namespace ftcc::train {
+
+// What the last sum's audit found (--verify-reductions); all empty when it was clean or not run.
+struct ReductionCheck {
+  bool mismatch = false;             // some bucket's result was not the sum of its contributions
+  bool repeated_clean = false;       // ... and its repeat was
+  std::vector<std::size_t> buckets;  // the buckets found wrong
+  std::vector<int> wrong_at;         // ranks (of the sum's communicator) that got a wrong result
+  comm::LinkProbe probe;             // when the repeat was wrong too
+};
 
 class GradientReducer {
  public:
@@ -48,6 +58,10 @@ class GradientReducer {
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
+
+  void set_verify(bool on);
+  bool verifying() const { return verify_; }
+  const ReductionCheck& last_check() const { return check_; }
 
   std::size_t numel() const { return numel_; }  // the arena's, padding included
   std::size_t buckets() const { return bucket_begin_.size(); }
@@ -74,6 +88,10 @@ class GradientReducer {
   void ready(std::size_t bucket);
   void start_ready();
   bool arena_finite() const;
+  // --verify-reductions: before bucket b's allreduce of `data` (float arena or fixed-point sums),
+  // and after every bucket's.
+  void keep_contribution(std::size_t b, const std::byte* data, comm::DType dtype);
+  void audit(comm::Communicator& comm, std::byte* data, comm::DType dtype);
 
   nn::NamedTensors params_;
   tensor::Tensor arena_;
@@ -88,6 +106,10 @@ class GradientReducer {
   std::vector<comm::AllreduceRequest> inflight_;
   std::vector<std::int64_t> fixed_;
   std::vector<float> host_;                // host copy of a device arena (finiteness, exact_sum)
+  bool verify_ = false;
+  std::vector<std::byte> kept_;             // the contributions (--verify-reductions)
+  std::vector<comm::SumChecksum> sums_in_;  // per bucket
+  ReductionCheck check_;
 };
 
 // True when every element of every tensor is finite (a host copy for device tensors).

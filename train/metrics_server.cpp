@@ -45,6 +45,9 @@ std::string prometheus_text(const TrainingMetrics& m) {
   metric("state_at_rest_mismatches_total", "counter",
          "Ranks whose parameters or optimizer state changed between the optimizer step and their next use since start.",
          m.state_at_rest_mismatches_total);
+  metric("reduction_mismatches_total", "counter",
+         "Gradient sums whose result was not the sum of the contributions (--verify-reductions) since start.",
+         m.reduction_mismatches_total);
   metric("stragglers_reported_total", "counter", "Stragglers found (slow at --straggler-window checks in a row) since start.",
          m.stragglers_reported_total);
   metric("stragglers_evicted_total", "counter", "Stragglers evicted (--evict-stragglers) since start.",

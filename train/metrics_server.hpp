@@ -28,6 +28,7 @@ struct TrainingMetrics {
   std::int64_t last_state_transfer_bytes = 0;
   std::int64_t replica_mismatches_total = 0;       // replica verifications that found a mismatch
   std::int64_t state_at_rest_mismatches_total = 0;  // ranks whose state changed at rest (train/state_at_rest.hpp)
+  std::int64_t reduction_mismatches_total = 0;      // gradient sums found wrong (--verify-reductions)
   std::int64_t corrupt_ranks_excluded_total = 0;   // ranks outvoted by their replicas and excluded
   std::int64_t stragglers_reported_total = 0;
   std::int64_t stragglers_evicted_total = 0;

@@ -34,6 +34,7 @@ class ProgressReporter {
   void straggler_evicted() { ++metrics_.stragglers_evicted_total; }
   void slowdowns(const std::map<int, double>& by_rank) { metrics_.slowdown = by_rank; }
   void state_at_rest_mismatch(std::int64_t ranks) { metrics_.state_at_rest_mismatches_total += ranks; }
+  void reduction_mismatch() { ++metrics_.reduction_mismatches_total; }  // counted by the ranks of the sum
   void replica_mismatch(std::int64_t excluded) {
     ++metrics_.replica_mismatches_total;
     metrics_.corrupt_ranks_excluded_total += excluded;

@@ -93,6 +93,7 @@ const std::vector<Field>& fields() {
       field("replicate-every", &TrainConfig::replicate_every, kSafe),
       field("verify-every", &TrainConfig::verify_every, kSafe),  // when replicas are compared, not what they compute
       choice_field("verify-at-rest", &TrainConfig::verify_at_rest, kSafe),
+      field("verify-reductions", &TrainConfig::verify_reductions, kSafe),  // checks the sums, changes none
       field("straggler-factor", &TrainConfig::straggler_factor, kSafe),
       field("straggler-window", &TrainConfig::straggler_window, kSafe),
       field("evict-stragglers", &TrainConfig::evict_stragglers, kSafe),
@@ -168,6 +169,11 @@ void TrainConfig::validate() const {
       << "--straggler-factor must be a number above 1 and at most 1000, got " << straggler_factor;
   FTCC_REQUIRE(straggler_window >= 1 && straggler_window <= 1000000)
       << "--straggler-window must be in [1, 1000000] checks, got " << straggler_window;
+  FTCC_REQUIRE(!verify_reductions || (parallel != Parallel::pp && parallel != Parallel::tp))
+      << "--verify-reductions checks the replicas' gradient sum (--parallel dp, dp,pp or dp,tp); --parallel "
+      << choice_name(parallel) << " has one replica and no such sum (use --replicas and --verify-at-rest)";
+  FTCC_REQUIRE(!verify_reductions || device == Device::CPU)
+      << "--verify-reductions: only --device cpu in this version (the checksums are taken on host memory)";
   // What the model-parallel strategies do not support, refused here, before any rank forms its group
   // (refused inside the driver, a rank still finishing the group's start-up saw the others' revoke
   // as a failure, and a hot spare's leaving crashed Open MPI under MPI_Comm_split).
@@ -210,7 +216,7 @@ std::string TrainConfig::canonical() const {
      << " checkpoint_every=" << checkpoint_every << " keep_checkpoints=" << keep_checkpoints << " resume=" << resume << " init_weights=" << init_weights << " held_out=" << held_out
      << " bucket_mb=" << bucket_mb << " overlap=" << overlap << " micro_batches=" << micro_batches
      << " schedule=" << choice_name(schedule) << " pp_size=" << pp_size << " tp_size=" << tp_size << " replicas=" << replicas
-     << " replicate_every=" << replicate_every << " verify_every=" << verify_every << " verify_at_rest=" << choice_name(verify_at_rest) << " straggler_factor=" << straggler_factor
+     << " replicate_every=" << replicate_every << " verify_every=" << verify_every << " verify_at_rest=" << choice_name(verify_at_rest) << " verify_reductions=" << verify_reductions << " straggler_factor=" << straggler_factor
      << " straggler_window=" << straggler_window << " evict_stragglers=" << evict_stragglers << " spares=" << spares << " respawn=" << respawns << " inject=";
   for (const auto& s : inject) os << s << ';';
   return os.str();

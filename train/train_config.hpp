@@ -147,6 +147,7 @@ struct TrainConfig {
   int replicate_every = 1;
   int verify_every = 50;                      // compare the live replicas' state every N steps (0: never)
   AtRest verify_at_rest = AtRest::automatic;  // check each rank's state before use against its digest (train/state_at_rest.hpp)
+  bool verify_reductions = false;             // checksum the replicas' gradient sum (comm/reduction_audit.hpp)
   double straggler_factor = 2;                // a rank this many times slower than the median is slow
   int straggler_window = 3;                   // ... at this many checks in a row: a straggler
   bool evict_stragglers = false;              // exclude a straggler (train/straggler_watch.hpp)

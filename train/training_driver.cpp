@@ -29,6 +29,8 @@
 #include "ftcc/train/state_at_rest.hpp"
 #include "ftcc/train/straggler_watch.hpp"
 #include "ftcc/train/verdict_exchange.hpp"
+#include "ftcc/train/reduction_report.hpp"
+#include "ftcc/train/wire_flip.hpp"
 #include "ftcc/train/run_log.hpp"
 #include "ftcc/train/state_hash.hpp"
 #include "ftcc/train/step_breakdown.hpp"
@@ -331,16 +333,48 @@ class Driver {
                   .cuts = std::move(mb.cuts), .global_rows = B, .epoch = p_.cursor.epoch,
                   .parts_of = exact ? sum : nullptr, .timer = &timer_};
     const bool overlap = sum && !exact && cfg_.overlap && cfg_.device == Device::CPU && s_->one_backward();
+    // The wireflip fault reaches this step's sum only: from the overlapped buckets' start, else
+    // from the sum's (not tp's own allreduces in the step); disarmed when the sum ends or throws.
+    const WireFlip::Armed wire(wire_, overlap ? p_.step : -1);
     if (overlap) sum->begin_overlap(*dp_);
     StepShare share = s_->step(*model_, work, pins_);
     if (!share.timed) timer_.mark(Phase::compute);
+    if (sum) wire_.arm(p_.step);
     bool finite = true;
     if (exact)
       finite = sum->exact_sum(*dp_, share.parts, std::min(M, B), cfg_.parallel == Parallel::dp_tp ? model_.get() : nullptr);
     else if (overlap) finite = sum->finish_overlap();
     else if (sum) finite = sum->sum(*dp_);
+    if (sum) act_on_reduction_check(c, *sum);
     share.gradients_finite = finite && share.gradients_finite;
     return share;
+  }
+
+  // --verify-reductions: what the audit of the replicas' gradient sum found (train/reduction_report.hpp
+  // decides, the same on every rank of the sum). A sum right when repeated is used; otherwise the
+  // rank the link probe names leaves (like an outvoted replica) and the others wait for it in a
+  // barrier of the sum's group, which fails when it is gone: the recovery that follows redoes the
+  // step (nothing of it was applied). Nobody revokes first: a revoke could cut the suspect's own
+  // audit short, and it would stay. With no single rank named, the job stops.
+  void act_on_reduction_check(fc::Communicator& c, const GradientReducer& sum) {
+    if (!sum.last_check().mismatch) return;
+    std::vector<int> original_of;
+    for (int r : grid_.position_ranks(grid_.position_of(c.rank()))) original_of.push_back(g_.members()[static_cast<std::size_t>(r)]);
+    const ReductionOutcome o = judge_reduction(sum.last_check(), p_.step, original_of);
+    report_->reduction_mismatch();
+    int writer = -1;  // the lowest rank of the sum that stays
+    for (int r : original_of)
+      if (r != o.excluded && (writer < 0 || r < writer)) writer = r;
+    log_.corruption_found(o.event, o.line, g_.original_rank() == writer);
+    switch (o.action) {
+      case ReductionOutcome::Action::go_on: return;
+      case ReductionOutcome::Action::exclude:
+        if (o.excluded == g_.original_rank()) g_.leave_excluded(o.why);
+        fc::barrier(*dp_);  // throws ProcessFailed once the excluded rank is gone
+        FTCC_INVARIANT(false) << "reduction check: rank " << o.excluded << " was to leave, and the barrier completed";
+        return;
+      case ReductionOutcome::Action::stop: throw ftcc::Error(o.line);
+    }
   }
 
   // The commit: one allreduce of the loss, the non-finite verdicts and the rows fed, so every rank
@@ -389,6 +423,7 @@ class Driver {
     if (!same) {
       const auto bucket = cfg_.deterministic ? 0 : static_cast<std::size_t>(cfg_.bucket_mb * 1024 * 1024);
       reducer_ = std::make_shared<GradientReducer>(params, bucket);
+      reducer_->set_verify(cfg_.verify_reductions);
       reducer_params_.clear();
       for (const auto& [name, t] : params) reducer_params_.push_back(t.data());
     }
@@ -1010,6 +1045,7 @@ class Driver {
   std::int64_t own_steps_ = 0;
   double last_own_ms_ = 0;              // this rank's own ms in its last step, without an injected slowdown
   double predicted_ms_ = 0;             // after an eviction: the predicted median, said at the next check
+  WireFlip wire_{g_.injector().driver_faults(), g_.original_rank()};  // the wireflip fault, when injected here
 };
 
 }  // namespace

@@ -35,6 +35,24 @@ TEST(FaultSpec, ParsesSlow) {
   EXPECT_EQ(fr::parse_fault_spec("slow:rank=2:step=10:factor=3:steps=20").slow_steps, 20);
 }
 
+TEST(FaultSpec, ParsesWireflip) {
+  const auto w = fr::parse_fault_spec("wireflip:rank=2:step=12");
+  EXPECT_EQ(w.kind, fr::FaultKind::wireflip);
+  EXPECT_EQ(w.bit, 62);  // of a 64-bit word
+  EXPECT_EQ(w.times, 1);
+  const auto t = fr::parse_fault_spec("wireflip:rank=0:step=3:bit=63:times=1000");
+  EXPECT_EQ(t.bit, 63);
+  EXPECT_EQ(t.times, 1000);
+  EXPECT_THROW(fr::parse_fault_spec("wireflip:rank=0:step=3:bit=64"), ftcc::InvalidArgument);
+  EXPECT_THROW(fr::parse_fault_spec("bitflip:rank=0:step=3:bit=32"), ftcc::InvalidArgument);
+  EXPECT_THROW(fr::parse_fault_spec("wireflip:rank=0:step=3:target=grad"), ftcc::InvalidArgument);
+  EXPECT_THROW(fr::parse_fault_spec("wireflip:rank=0:step=3:times=0"), ftcc::InvalidArgument);
+  EXPECT_THROW(fr::parse_fault_spec("wireflip:rank=0:step=3:phase=allreduce"), ftcc::InvalidArgument);
+  // The training driver makes it (train/wire_flip.hpp), never the process injector.
+  fr::FaultInjector inj(fr::parse_fault_specs({"wireflip:rank=0:step=1"}), 0);
+  EXPECT_EQ(inj.driver_faults().size(), 1u);
+}
+
 TEST(FaultSpec, ParsesBitflip) {
   const auto d = fr::parse_fault_spec("bitflip:rank=1:step=5");
   EXPECT_EQ(d.kind, fr::FaultKind::bitflip);

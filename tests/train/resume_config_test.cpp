@@ -80,6 +80,7 @@ TrainConfig non_default() {
   c.replicate_every = 5;
   c.verify_every = 7;
   c.verify_at_rest = AtRest::off;
+  c.verify_reductions = true;
   c.straggler_factor = 3;
   c.straggler_window = 2;
   c.evict_stragglers = true;
@@ -184,7 +185,7 @@ TEST(ResumeConfig, Classification) {
                                          "device",         "inject",   "hang-timeout", "checkpoint-dir",
                                          "checkpoint-every", "keep-checkpoints", "resume", "init-weights", "log-json",     "metrics-port", "metrics-bind",
                                          "quiet",          "log-every", "bucket-mb",   "overlap",      "micro-batches", "replicas",
-                                         "replicate-every", "verify-every", "verify-at-rest", "straggler-factor", "straggler-window", "evict-stragglers", "spares", "respawn", "schedule", "pp-size", "tp-size"};
+                                         "replicate-every", "verify-every", "verify-at-rest", "verify-reductions", "straggler-factor", "straggler-window", "evict-stragglers", "spares", "respawn", "schedule", "pp-size", "tp-size"};
   const auto d = by_field(config_differences(base, non_default()));
   ASSERT_EQ(d.size(), unsafe.size() + safe.size());
   for (const auto& f : unsafe) {

@@ -616,7 +616,7 @@ def bad_input():
             (2, ["--dataset", "digits", "--layers", "10,64,10"], "--layers starts with 10"),
             (2, ["--dataset", "digits", "--layers", "64,64,3"], "--layers ends with 3"),
             (2, ["--epochs", "2", "--steps", "3"], "not both"),
-            (2, ["--inject", "kill:rank=1"], "bad fault spec 'kill:rank=1': step=S is required", 8),  # + the grammar's 8 lines
+            (2, ["--inject", "kill:rank=1"], "bad fault spec 'kill:rank=1': step=S is required", 9),  # + the grammar's 9 lines
             (2, ["--batch", "0"], "--batch must be in [1, 2147483647], got 0"),
             (2, ["--optimizer", "rmsprop"], "--optimizer"),
             (2, ["--loss", "hinge"], "--loss"),
@@ -658,10 +658,14 @@ def bad_input():
              "--micro-batches 3 or more"),
             (2, ["--spares", "-1"], "--spares must be >= 0, got -1"),
             (2, ["--verify-every", "-1"], "--verify-every must be >= 0 (0 turns replica verification off), got -1"),
-            (2, ["--inject", "bitflip:rank=1:step=3:target=weights"], "unknown target 'weights' (param, grad or optim)", 8),
+            (2, ["--inject", "bitflip:rank=1:step=3:target=weights"], "unknown target 'weights' (param, grad or optim)", 9),
             (2, ["--straggler-factor", "0.5"], "--straggler-factor must be a number above 1 and at most 1000, got 0.5"),
             (2, ["--straggler-window", "0"], "--straggler-window must be in [1, 1000000] checks, got 0"),
             (2, ["--verify-at-rest", "maybe"], "--verify-at-rest 'maybe': expected auto, on or off"),
+            (2, ["--parallel", "pp", "--verify-reductions"], "--verify-reductions checks the replicas' gradient sum "
+             "(--parallel dp, dp,pp or dp,tp); --parallel pp has one replica and no such sum"),
+            (2, ["--inject", "wireflip:rank=1:step=3:bit=64"], "bit must be <= 63, got 64", 9),
+            (2, ["--inject", "wireflip:rank=1:step=3:target=grad"], "target= only applies to bitflip", 9),
             # A second --layers was appended to the first (CLI11's vector option): now refused.
             (2, ["--layers", "64,64,10", "--layers", "64,10"], "--layers: At Most 1 required but received 2"),
             (2, ["--layers", "64,x,10"], "--layers '64,x,10': 'x' is not a width (expected integers such as 64,64,10)"),
@@ -1405,6 +1409,89 @@ def stragglers():
                   f"{what}: reported, not evicted, world {s['world_size_final']}: {line}")
 
 
+# Corruption in transit (--verify-reductions, comm/reduction_audit.hpp): `wireflip` flips a high
+# bit (62 of the middle 64-bit word) of the first large message a rank receives in each collective
+# call of the replicas' gradient sum. Rows: (mode, ranks, flags, fault, expected): "right" (one bad
+# call: the repeat is right, used; nobody leaves; the final SHA-256 equals the fault-free run's),
+# "excluded R" (a fault on every call: wrong again when repeated, the link probe names rank R's two
+# incoming links, R leaves, the step is redone; the SHA-256 still equals the fault-free run's),
+# "stops" (two ranks: the probe names both ends of the one link: exit 4), "unseen" (without
+# --verify-reductions a corrupted sum that every replica applies passes the vote: the SHA-256
+# differs, which shows the rows above can fail). --deterministic rows compare SHA-256s; the float
+# row (no --deterministic: the bound of float rounding, overlapped buckets) compares the loss.
+TRANSIT_MODEL = [*CORRUPTION_MODEL, "--verify-every", "10", "--verify-at-rest", "off"]
+TRANSIT_RUNS = [
+    ("dp", 3, ["--deterministic"], "wireflip:rank=1:step=12", ("right",)),
+    ("dp", 3, ["--deterministic"], "wireflip:rank=1:step=12:times=1000", ("excluded", 1)),
+    ("dp", 5, ["--deterministic", "--spares", "1"], "wireflip:rank=2:step=12:times=1000", ("excluded", 2)),
+    ("dp", 2, ["--deterministic"], "wireflip:rank=1:step=12:times=1000", ("stops",)),
+    ("dp", 2, ["--deterministic", "--no-verify-reductions"], "wireflip:rank=1:step=12", ("unseen",)),
+    ("dp,pp", 4, ["--deterministic"], "wireflip:rank=1:step=12", ("right",)),
+    ("dp,pp", 6, ["--deterministic"], "wireflip:rank=2:step=12:times=1000", ("excluded", 2)),
+    ("dp,tp", 6, ["--deterministic"], "wireflip:rank=3:step=12:times=1000", ("excluded", 3)),
+    ("dp", 4, [], "wireflip:rank=2:step=12:times=1000", ("excluded", 2)),
+]
+
+
+def corruption_in_transit():
+    bases = {}
+    for mode, ranks, flags, fault, expected in TRANSIT_RUNS:
+        det = "--deterministic" in flags
+        verify = "--no-verify-reductions" not in flags
+        flags = [f for f in flags if f != "--no-verify-reductions"]
+        args = [*TRANSIT_MODEL, *CORRUPTION_MODES[mode], *flags]
+        key = (mode, det, ranks if not det else 0)
+        if key not in bases:  # --deterministic: one SHA-256 on any grid; float: the same rank count
+            bases[key], _ = run(ranks - ("--spares" in flags) if not det else (2 if mode == "dp" else 4),
+                                *TRANSIT_MODEL, *CORRUPTION_MODES[mode], *[f for f in flags if f == "--deterministic"])
+        base = bases[key]
+        spares = int(flags[flags.index("--spares") + 1]) if "--spares" in flags else 0
+        what = f"{mode} on {ranks} ranks {' '.join(flags)} {'--verify-reductions ' if verify else ''}{fault}"
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "run.jsonl")
+            s, p = run(ranks, *args, *(["--verify-reductions"] if verify else []), "--inject", fault, "--log-json", log,
+                       expect_rc=None)
+            events = [json.loads(l) for l in open(log)] if os.path.exists(log) else []
+        found = [e for e in events if e["event"] == "reduction_mismatch"]
+        votes = [e for e in events if e["event"] == "replica_mismatch"]
+        check(any("fault injection" in l and "wireflip" in l for l in p.stderr.splitlines()), f"{what}: the fault said")
+        ev = found[0] if len(found) == 1 else {}
+        if expected[0] == "stops":
+            check(p.returncode == 4 and "no single rank to exclude: stopping" in p.stderr and ev.get("repeated") == "wrong"
+                  and ev.get("excluded") == [] and ev.get("links") == [[0, 1]],
+                  f"{what}: exit {p.returncode} (expected 4), one event naming link 0 -> 1 ({found}): {p.stderr[-600:]}")
+            continue
+        check(p.returncode == 0 and s is not None, f"{what}: exit {p.returncode}" + ("" if p.returncode == 0 else p.stderr[-2000:]))
+        if s is None:
+            continue
+        samples_exact(s, 3 * DIGITS_TRAIN, what)
+        if expected[0] == "unseen":
+            check(not found and not votes and s["param_sha256"] != base["param_sha256"],
+                  f"{what}: no event ({found}, {votes}), final SHA-256 differs from the fault-free run's")
+            continue
+        if det:
+            check(s["param_sha256"] == base["param_sha256"],
+                  f"{what}: final SHA-256 {s['param_sha256'][:12]} equals the fault-free run's {base['param_sha256'][:12]}")
+        else:
+            check(rel(s["final_loss"], base["final_loss"]) < 0.02,
+                  f"{what}: final loss {s['final_loss']:.5f} within 2% of fault-free {base['final_loss']:.5f}")
+        check(not votes, f"{what}: no replica verification mismatch ({votes})")
+        failed = sorted(r for ev2 in s.get("recoveries", []) for r in ev2.get("failed", []))
+        if expected[0] == "right":
+            check(ev.get("repeated") == "right" and ev.get("step") == 12 and ev.get("excluded") == [] and not failed
+                  and s["world_size_final"] == ranks and "repeated from the kept contributions: right, used" in p.stderr,
+                  f"{what}: one event, right when repeated ({found}), nobody lost ({failed}), world {s['world_size_final']}")
+            continue
+        rank = expected[1]
+        links = sorted(tuple(l) for l in ev.get("links", []))
+        into = all(l[1] == rank for l in links) and len(links) == 2
+        left = ranks - 1 if not spares else ranks - spares
+        check(ev.get("repeated") == "wrong" and ev.get("excluded") == [rank] and into and failed == [rank]
+              and s["world_size_final"] == left and f"rank {rank} excluded: the data on its links" in p.stderr,
+              f"{what}: one event excluding rank {rank}, both links into it ({found}); failed {failed}, "
+              f"world {s['world_size_final']} (expected {left})")
+
+
 def model_parallel_doc_commands():
     # Every ftcc-run command of docs/model-parallel.md's sh blocks, as printed (build/ is the build
     # folder): exit 0, one summary, and for a command with --inject a recovery of the named rank.
@@ -1453,6 +1540,7 @@ CASES = {
     **{c: hybrid_fault_cases for c in HYBRID_FAULT_CASES},
     "model_parallel_doc_commands": model_parallel_doc_commands,
     **{c: silent_corruption for c in CORRUPTION_CASES},
+    "corruption_in_transit": corruption_in_transit,
     "stragglers": stragglers,
 }
 if case not in CASES:

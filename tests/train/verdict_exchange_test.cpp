@@ -64,7 +64,7 @@ TEST(VerdictExchange, WriterAndEviction) {
   const ft::PendingVerdict odd0{.number = 1, .step = 10, .rollback_to = 0, .rollback = true, .odd = {0}};
   auto v = ft::decode_verdict(ft::encode_verdict(&odd0, kMembers, 1, -1), kMembers);
   EXPECT_EQ(v.writer, 1);
-  const ft::PendingVerdict slow{.number = 2, .step = 40, .rollback_to = 40, .straggler = 7};
+  const ft::PendingVerdict slow{.number = 2, .step = 40, .rollback_to = 40, .odd = {}, .straggler = 7};
   v = ft::decode_verdict(ft::encode_verdict(&slow, kMembers, 0, -1), kMembers);
   EXPECT_TRUE(v.evicts);
   EXPECT_FALSE(v.rollback);
