@@ -18,17 +18,18 @@ constexpr int kLanes = 8;  // independent accumulators (the loop vectorises); we
 constexpr std::size_t kWords = 5;  // per buffer: contributed exact, value, magnitude; result exact, value
 constexpr std::size_t kProbeBytes = std::size_t{1} << 20;  // at most this much of a sample travels
 
+// Lane l holds the elements i with i % kLanes == l, all of weight l + 1: the weights are applied
+// once per lane at the end (the same sum: the weighted sum distributes over each lane's).
 template <class T>
 SumChecksum integer_checksum(const T* v, std::size_t n) {
   std::uint64_t lane[kLanes] = {};
   std::size_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l)
-      lane[l] += static_cast<std::uint64_t>(static_cast<std::int64_t>(v[i + l])) * static_cast<std::uint64_t>(l + 1);
-  for (int l = 0; i < n; ++i, ++l) lane[l] += static_cast<std::uint64_t>(static_cast<std::int64_t>(v[i])) * static_cast<std::uint64_t>(l + 1);
+    for (int l = 0; l < kLanes; ++l) lane[l] += static_cast<std::uint64_t>(static_cast<std::int64_t>(v[i + l]));
+  for (int l = 0; i < n; ++i, ++l) lane[l] += static_cast<std::uint64_t>(static_cast<std::int64_t>(v[i]));
   SumChecksum c;
   c.count = n;
-  for (std::uint64_t x : lane) c.exact += x;
+  for (int l = 0; l < kLanes; ++l) c.exact += lane[l] * static_cast<std::uint64_t>(l + 1);
   return c;
 }
 
@@ -38,20 +39,20 @@ SumChecksum float_checksum(const T* v, std::size_t n) {
   std::size_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int l = 0; l < kLanes; ++l) {
-      const double x = static_cast<double>(v[i + l]) * (l + 1);
+      const double x = static_cast<double>(v[i + l]);
       sum[l] += x;
       mag[l] += std::fabs(x);
     }
   for (int l = 0; i < n; ++i, ++l) {
-    const double x = static_cast<double>(v[i]) * (l + 1);
+    const double x = static_cast<double>(v[i]);
     sum[l] += x;
     mag[l] += std::fabs(x);
   }
   SumChecksum c;
   c.count = n;
   for (int l = 0; l < kLanes; ++l) {
-    c.value += sum[l];
-    c.magnitude += mag[l];
+    c.value += sum[l] * (l + 1);
+    c.magnitude += mag[l] * (l + 1);
   }
   return c;
 }
