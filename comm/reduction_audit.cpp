@@ -164,7 +164,9 @@ LinkProbe probe_links(Communicator& comm, const void* sample, std::size_t bytes)
   const int p = comm.size(), r = comm.rank();
   LinkProbe out;
   if (p < 2) return out;
-  std::vector<std::byte> mine(std::min(bytes, kProbeBytes) + 8);
+  // Kept if a probe fails: MPI may still read a send of an interrupted probe.
+  const KeptBuffer<std::vector<std::byte>> kept_mine(std::min(bytes, kProbeBytes) + 8);
+  std::vector<std::byte>& mine = *kept_mine;
   std::memcpy(mine.data(), sample, mine.size() - 8);
   const std::uint64_t d = digest(mine.data(), mine.size() - 8);
   std::memcpy(mine.data() + mine.size() - 8, &d, 8);

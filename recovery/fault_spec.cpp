@@ -46,7 +46,7 @@ const char* fault_spec_grammar() {
          "        | segv (a real segmentation fault) | stall (stop making progress, threads alive)\n"
          "        | throw (an exception on this rank alone) | invariant (an internal invariant fails on this rank)\n"
          "        | bitflip (flip bit B, default 20, of one float of T: param (default) | grad | optim; N times, default 1)\n"
-         "        | slow (steps take factor=F times as long, for steps=N steps, default to the end)\n"
+         "        | slow (steps take factor=F times as long as its peers', for steps=N steps, default to the end)\n"
          "        | wireflip (flip bit B, default 62, of the middle 64-bit word of a message this rank receives in the gradient sum; N sums, default 1)\n"
          "  P     step (default) | allreduce | broadcast | allgather | recovery | shrink | agree | hooks | spare\n"
          "  e.g.  kill:rank=2:step=40  kill:rank=1:step=10:phase=allreduce  delay:rank=0:step=7:ms=500";

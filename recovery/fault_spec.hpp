@@ -36,7 +36,8 @@
 //            (param, after the optimizer step of step S), of its summed gradient (grad, before
 //            the optimizer applies it) or of its optimizer state (optim, after the step)
 //   slow     a straggler, also done by the training driver: from step S (for N steps) the rank
-//            sleeps (F - 1) times its previous step's own computing time before computing
+//            sleeps before computing so that its own time per step is F times its peers' median
+//            at the last straggler check (before the first check: F times its own previous step)
 //   wireflip corruption in transit, done by the training driver through the receive hook
 //            (comm/communicator.hpp): from step S, the first message of 256 bytes or more this rank
 //            receives in a collective call of the replicas' gradient sum arrives with bit B of

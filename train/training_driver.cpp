@@ -984,10 +984,13 @@ class Driver {
     }
   }
 
-  // The slow fault (recovery/fault_spec.hpp) while it lasts: before computing, this rank sleeps
-  // (factor - 1) times its previous step's own time (without the sleep), counted as compute; the
-  // ranks that need its results (the others' gradient sum, its pipeline neighbours, its tp peers)
-  // wait for it as for a slow machine. Returns the ms slept.
+  // The slow fault (recovery/fault_spec.hpp) while it lasts: before computing, this rank sleeps so
+  // that its own time per step is `factor` times its peers' (their median own time at the last
+  // check; before the first, its own previous step's time without the sleep), counted as compute;
+  // the ranks that need its results (the others' gradient sum, its pipeline neighbours, its tp
+  // peers) wait for it as for a slow machine. Against the peers, not its own past: ranks sharing
+  // cores compute faster while it sleeps, so (factor - 1) x its own time made a 3x rank measure
+  // about 2x on the 2-core VM. Returns the ms slept.
   double inject_slowness() {
     double slept = 0;
     for (const recovery::FaultSpec& f : g_.injector().driver_faults()) {
@@ -998,7 +1001,9 @@ class Driver {
         std::fprintf(stderr, "ftcc: fault injection on rank %d at step %lld: %s\n", g_.original_rank(),
                      static_cast<long long>(p_.step), f.text.c_str());
       const auto t0 = Clock::now();
-      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>((f.factor - 1) * last_own_ms_));
+      const double peers = watch_.others_ms(g_.original_rank());
+      const double ms = peers > 0 ? f.factor * peers - last_own_ms_ : (f.factor - 1) * last_own_ms_;
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(std::max(0.0, ms)));
       slept += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       timer_.mark(Phase::compute);
     }

@@ -1352,8 +1352,8 @@ def silent_corruption():
                   f"{what}: one event, no majority, rolled back to step 20 ({ev}); world {s['world_size_final']}")
 
 
-# Stragglers (train/straggler_watch.hpp): a rank slowed by `slow:` (it sleeps (F - 1) x its own
-# compute each step), checked every --verify-every 10 steps. Rows: (ranks, flags, faults, expected):
+# Stragglers (train/straggler_watch.hpp): a rank slowed by `slow:` (it sleeps until its own time
+# per step is F x its peers' median at the last check), checked every --verify-every 10 steps. Rows: (ranks, flags, faults, expected):
 # "evicted" (it leaves; with a spare the world stays full), "reported" (a line and an event, it
 # stays), "quiet" (slow for too few checks: no report).
 # Timing on a shared 2-core machine is noisy (under a CPU hog a healthy rank measured 1.9x the other's
