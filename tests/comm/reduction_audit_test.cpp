@@ -20,6 +20,7 @@
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/memory_transport.hpp"
 #include "ftcc/comm/reduction_audit.hpp"
+#include "thread_ranks.hpp"
 
 namespace {
 
@@ -28,23 +29,7 @@ using namespace ftcc::comm;
 thread_local int t_rank = -1;  // the rank this thread plays (the receive hook is process-wide)
 
 void run_ranks(int n, const std::function<void(Communicator&)>& fn) {
-  auto world = MemoryWorld::create(n);
-  std::vector<std::thread> threads;
-  std::exception_ptr first;
-  std::mutex mu;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      t_rank = r;
-      try {
-        Communicator comm(world->endpoint(r), CommOptions{30});
-        fn(comm);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!first) first = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  ftcc_test::run_ranks(n, fn, 30, [](int r) { t_rank = r; });
 }
 
 // Flips bit 30 of the middle 32-bit word of the first receive of `victim` in each collective call

@@ -26,30 +26,13 @@
 #include "ftcc/comm/device_staging.hpp"
 #include "ftcc/comm/memory_transport.hpp"
 #include "ftcc/comm/subgroup_transport.hpp"
+#include "thread_ranks.hpp"
 
 namespace {
 
 using namespace ftcc::comm;
 
-// Runs fn on n threads, one Communicator each; rethrows the first exception a thread raised.
-void run_ranks(int n, const std::function<void(Communicator&)>& fn, double timeout_s = 30) {
-  auto world = MemoryWorld::create(n);
-  std::vector<std::thread> threads;
-  std::exception_ptr first;
-  std::mutex mu;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        Communicator comm(world->endpoint(r), CommOptions{timeout_s});
-        fn(comm);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!first) first = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
-}
+using ftcc_test::run_ranks;
 
 std::int64_t x(int rank, std::size_t i) { return (rank + 1) * static_cast<std::int64_t>(i % 7 + 1); }
 

@@ -43,6 +43,15 @@ def run(n, *args, expect_rc=0, timeout=120):
     return summary, p
 
 
+def finished(p, s, samples, what):
+    """Whether the job exited 0 with a summary (checked), and then its samples counted exactly once."""
+    check(p.returncode == 0 and s is not None, f"{what}: exit {p.returncode}" + ("" if p.returncode == 0 else p.stderr[-2000:]))
+    if s is None:
+        return False
+    samples_exact(s, samples, what)
+    return True
+
+
 def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what)
     if not cond:
@@ -1313,10 +1322,8 @@ def silent_corruption():
                   and mismatches[-1]["repeated"] is True,
                   f"{what}: exit {p.returncode} (expected 4), the repeat named, events {mismatches}")
             continue
-        check(p.returncode == 0 and s is not None, f"{what}: exit {p.returncode}" + ("" if p.returncode == 0 else p.stderr[-2000:]))
-        if s is None:
+        if not finished(p, s, 3 * DIGITS_TRAIN, what):
             continue
-        samples_exact(s, 3 * DIGITS_TRAIN, what)
         if expected[0] == "unseen":
             check(not mismatches and not at_rest and s["param_sha256"] != base["param_sha256"],
                   f"{what}: not detected ({len(mismatches) + len(at_rest)} events), final SHA-256 differs from the fault-free run's")
@@ -1461,10 +1468,8 @@ def corruption_in_transit():
                   and ev.get("excluded") == [] and ev.get("links") == [[0, 1]],
                   f"{what}: exit {p.returncode} (expected 4), one event naming link 0 -> 1 ({found}): {p.stderr[-600:]}")
             continue
-        check(p.returncode == 0 and s is not None, f"{what}: exit {p.returncode}" + ("" if p.returncode == 0 else p.stderr[-2000:]))
-        if s is None:
+        if not finished(p, s, 3 * DIGITS_TRAIN, what):
             continue
-        samples_exact(s, 3 * DIGITS_TRAIN, what)
         if expected[0] == "unseen":
             check(not found and not votes and s["param_sha256"] != base["param_sha256"],
                   f"{what}: no event ({found}, {votes}), final SHA-256 differs from the fault-free run's")
