@@ -9,7 +9,8 @@
 #   2. a token of path characters (letters, digits, _ . - * /, and at most one {a,b} group) that
 #      begins with a top-level folder of the repository and a slash (base/, comm/, docs/,
 #      tools/, bench/, tests/, .ci/, ...: the folders git tracks), resolved against the root.
-#      build/ and other untracked folders hold outputs and are not checked. A `*` is a glob that
+#      build/ and other untracked folders, and the paths git ignores, hold outputs and are not
+#      checked. A `*` is a glob that
 #      must match something; {a,b} must exist for each alternative. FOLDER/NAME also exists when
 #      FOLDER/meson.build builds a program NAME (executable('NAME', ...)): tools/ftcc-train is
 #      build/tools/ftcc-train, named as a program;
@@ -39,6 +40,8 @@ exists() {
   fi
   if [[ $p == *'*'* ]]; then compgen -G "$base/$p" >/dev/null; return; fi
   [ -e "$base/$p" ] && return 0
+  # an output that git ignores (bench/training/.venv-torch, made by tools/torch-setup): not checked
+  git -C "$root" check-ignore -q -- "$base/$p" 2>/dev/null && return 0
   # a program built by the meson.build of its folder
   [[ $p == */* ]] && grep -qF "executable('${p##*/}'" "$base/${p%/*}/meson.build" 2>/dev/null
 }
