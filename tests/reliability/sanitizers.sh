@@ -10,7 +10,8 @@
 #          ftcc), and a killed rank leaks by definition. Then the multi-host test (multihost.py:
 #          partition, hang host and quorum, shorter runs).
 #   tsan   build-tsan: ThreadSanitizer on the unit suites of the threaded parts (the heartbeat, the
-#          call deadline and the progress watchdog: recovery_unit; the metrics server: train_unit),
+#          call deadline and the progress watchdog: recovery_unit; the metrics server: train_unit;
+#          the collectives and checked sums with ranks as threads: comm_schedule, comm_reduction_audit),
 #          the simulation (simulation_unit, simulation_campaign) and the multi-rank recovery suite
 #          (real processes: the heartbeat, deadline and watchdog threads beside MPI's), then the
 #          multi-rank reliability cases that fence, stall and kill (suite reliability, mpi).
@@ -77,7 +78,7 @@ case "$mode" in
     meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 5 \
       --suite recovery "$@" || status=$?
     meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 5 \
-      train_unit "$@" || status=$?
+      train_unit comm_schedule comm_reduction_audit "$@" || status=$?  # the comm ones: ranks as threads
     mapfile -t tsan_mpi < <(meson test -C "$build" --no-rebuild --list --suite reliability 2>/dev/null |
                             grep ' / ' | sed 's/.* \/ //' | grep -E '^(exit|fencing)_' |
                             grep -vx fencing_trainer)  # a 60,000-step run: past its deadline at TSan's speed
