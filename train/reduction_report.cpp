@@ -1,18 +1,9 @@
 #include "ftcc/train/reduction_report.hpp"
 
 #include "ftcc/base/error.hpp"
+#include "ftcc/train/rank_list.hpp"
 
 namespace ftcc::train {
-namespace {
-
-template <class T>
-std::string joined(const std::vector<T>& v) {
-  std::string out;
-  for (const T& x : v) out += (out.empty() ? "" : ", ") + std::to_string(x);
-  return out;
-}
-
-}  // namespace
 
 ReductionOutcome judge_reduction(const ReductionCheck& check, std::int64_t step, const std::vector<int>& original_of) {
   FTCC_INVARIANT(check.mismatch) << "judge_reduction: the sum was right";

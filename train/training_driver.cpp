@@ -5,7 +5,6 @@
 #include <map>
 #include <optional>
 #include <span>
-#include <sstream>
 #include <thread>
 
 #include "ftcc/base/error.hpp"
@@ -29,6 +28,7 @@
 #include "ftcc/train/state_at_rest.hpp"
 #include "ftcc/train/straggler_watch.hpp"
 #include "ftcc/train/verdict_exchange.hpp"
+#include "ftcc/train/rank_list.hpp"
 #include "ftcc/train/reduction_report.hpp"
 #include "ftcc/train/wire_flip.hpp"
 #include "ftcc/train/run_log.hpp"
@@ -45,12 +45,6 @@ using Clock = std::chrono::steady_clock;
 // User tags (< comm::Communicator::kMaxUserTag); the strategies use tags below 16.
 constexpr int kGatherTag = 16, kScatterTag = 17, kRestoreSizeTag = 18, kRestoreTag = 19, kReplicaSizeTag = 3000,
               kReplicaTag = 3100;
-
-std::string joined(const std::vector<int>& v) {
-  std::ostringstream os;
-  for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-  return os.str();
-}
 
 class Driver {
  public:
