@@ -814,10 +814,8 @@ class Driver {
 
   // Verdicts are numbered: every survivor leaves a recovery with the same verdict_applied_ (the
   // allreduce of settle_verdict), so the next one gets the same number on every rank that finds it.
-  // A newcomer (a spare or respawned process that joined in this recovery) holds no verified state:
-  // its rollback_to is -1, and the others' (the same for all of them) wins the allreduce.
   void remember_verdict(const ReplicaVerdict& v, int straggler = -1) {
-    verdict_ = {verdict_applied_ + 1, p_.step, verified_.step(), v.undecided, !v.clean(), {}, -1};
+    verdict_ = {verdict_applied_ + 1, p_.step, v.undecided, !v.clean(), {}, -1};
     for (int r : v.odd) verdict_.odd.push_back(g_.members()[static_cast<std::size_t>(r)]);
     verdict_.straggler = straggler;
   }
@@ -841,7 +839,7 @@ class Driver {
     fc::Communicator& c = grp.comm();
     const bool pending = verdict_.number > verdict_applied_;  // an applied one must not mix its fields in
     auto& w = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(
-        encode_verdict(pending ? &verdict_ : nullptr, grp.members(), c.rank(), rest_caught_at_)));
+        encode_verdict(pending ? &verdict_ : nullptr, grp.members(), c.rank(), verified_.step(), rest_caught_at_)));
     fc::allreduce(c, fc::kInPlace, w.data(), w.size(), fc::DType::i64, fc::ReduceOp::max);
     const SettledVerdict v = decode_verdict(w, grp.members());
     report_rest(grp, v);
@@ -869,8 +867,11 @@ class Driver {
                            {"undecided", v.undecided}, {"repeated", repeated}},
                           line, c.rank() == v.writer);
     report_->replica_mismatch(static_cast<std::int64_t>(odd.size()));
-    if (!verified_.held()) {  // a newcomer: its state (if it got any yet) came from after the verified step
-      live_valid_ = false;    // so the restore gives it the survivors' rolled-back state instead
+    // A newcomer holds no verified state, and a rank whose last check was cut short by a failure
+    // may hold an older one than the others: its state (if any) is not the verified one, so the
+    // restore gives it the rolled-back state of the ranks that hold it instead.
+    if (verified_.step() != to) {
+      live_valid_ = false;
       store_.clear();
       recorded_.clear();
       return;

@@ -7,21 +7,21 @@
 namespace ftcc::train {
 
 namespace {
-// [number, step, rollback_to, undecided, rollback, then per rank its Fate, then per rank 1 + the
+// [number, step, verified step, undecided, rollback, then per rank its Fate, then per rank 1 + the
 // step at which its state at rest was found changed, or 0]. Absent fields are the smallest value
 // they take, so the max over ranks is what any rank knows.
 constexpr std::size_t kHead = 5;
 }  // namespace
 
 std::vector<std::int64_t> encode_verdict(const PendingVerdict* pending, std::span<const int> members, int me,
-                                         std::int64_t changed_at_rest) {
+                                         std::int64_t verified_step, std::int64_t changed_at_rest) {
   const std::size_t n = members.size();
   std::vector<std::int64_t> w(kHead + 2 * n, 0);
-  w[0] = w[1] = w[2] = -1;
+  w[0] = w[1] = -1;
+  w[2] = std::max<std::int64_t>(verified_step, -1);
   if (pending != nullptr) {
     w[0] = pending->number;
     w[1] = pending->step;
-    w[2] = pending->rollback_to;
     w[3] = pending->undecided;
     w[4] = pending->rollback ? 1 : 0;
     for (std::size_t r = 0; r < n; ++r) {
@@ -37,7 +37,12 @@ std::vector<std::int64_t> encode_verdict(const PendingVerdict* pending, std::spa
 SettledVerdict decode_verdict(std::span<const std::int64_t> words, std::span<const int> members) {
   const std::size_t n = members.size();
   FTCC_INVARIANT(words.size() == kHead + 2 * n) << "verdict exchange: " << words.size() << " words for " << n << " ranks";
-  SettledVerdict v{words[0], words[1], words[2], words[3], words[4] != 0, {}, {}, false, -1, {}, -1};
+  SettledVerdict v;
+  v.number = words[0];
+  v.step = words[1];
+  v.rollback_to = words[2];
+  v.undecided = words[3];
+  v.rollback = words[4] != 0;
   for (std::size_t r = 0; r < n; ++r) {
     const auto f = static_cast<Fate>(std::clamp<std::int64_t>(words[kHead + r], 0, 2));
     v.fate.push_back(f);

@@ -8,7 +8,10 @@
 // A change of state at rest is found by its rank alone. At the start of every recovery the
 // survivors allreduce (max) the words encode_verdict() gives, and decode_verdict() then gives every
 // one of them the same SettledVerdict: the newest verdict any of them has not applied, each rank's
-// fate in it, and the ranks that found their own state changed at rest. Verdicts are numbered, so
+// fate in it, the step to roll back to, and the ranks that found their own state changed at rest.
+// The rollback step is the newest verified step any survivor holds, given by every rank whether it
+// knows the verdict or not: a newcomer (a spare or a respawned process) holds none, and may be the
+// only rank that learned the verdict (the others' allgather was cut short by its revoke). Verdicts are numbered, so
 // that every rank applies each one once across the tries (the training driver does: settle_verdict).
 // Both functions are pure.
 #pragma once
@@ -23,7 +26,6 @@ namespace ftcc::train {
 struct PendingVerdict {
   std::int64_t number = -1;       // the driver's count of verdicts: the same on every rank that finds it
   std::int64_t step = -1;         // the check's step
-  std::int64_t rollback_to = -1;  // the last verified step (-1: this rank holds none, a newcomer)
   std::int64_t undecided = 0;     // unit groups without a strict majority
   bool rollback = false;          // a mismatch: every rank that stays rolls back
   std::vector<int> odd;           // original ranks outvoted by their replicas
@@ -33,7 +35,8 @@ struct PendingVerdict {
 enum class Fate : std::int64_t { stays = 0, outvoted = 1, evicted = 2 };
 
 struct SettledVerdict {
-  std::int64_t number = -1, step = -1, rollback_to = -1, undecided = 0;
+  std::int64_t number = -1, step = -1, undecided = 0;
+  std::int64_t rollback_to = -1;       // the newest verified step a rank of the group holds (-1: none)
   bool rollback = false;
   std::vector<Fate> fate;              // per rank of the group (all `stays` when number is -1)
   std::vector<int> outvoted;           // the original ranks whose fate is `outvoted`
@@ -44,10 +47,11 @@ struct SettledVerdict {
 };
 
 // This rank's words: `pending` (null, or a verdict this rank has not applied yet) with the fates of
-// `members` (the group's original ranks, in group order), and the step at which this rank (group
-// rank `me`) found its own state changed at rest (-1: it did not).
+// `members` (the group's original ranks, in group order), the step of the last verified state this
+// rank holds (-1: none), and the step at which this rank (group rank `me`) found its own state
+// changed at rest (-1: it did not).
 std::vector<std::int64_t> encode_verdict(const PendingVerdict* pending, std::span<const int> members, int me,
-                                         std::int64_t changed_at_rest);
+                                         std::int64_t verified_step, std::int64_t changed_at_rest);
 // The allreduced (max) words of every rank of the group.
 SettledVerdict decode_verdict(std::span<const std::int64_t> words, std::span<const int> members);
 
