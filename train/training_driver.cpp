@@ -839,7 +839,7 @@ class Driver {
     fc::Communicator& c = grp.comm();
     const bool pending = verdict_.number > verdict_applied_;  // an applied one must not mix its fields in
     auto& w = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(
-        encode_verdict(pending ? &verdict_ : nullptr, grp.members(), c.rank(), verified_.step(), rest_caught_at_)));
+        encode_verdict(pending ? &verdict_ : nullptr, grp.members(), c.rank(), {verified_.step(), undecided_at_, rest_caught_at_})));
     fc::allreduce(c, fc::kInPlace, w.data(), w.size(), fc::DType::i64, fc::ReduceOp::max);
     const SettledVerdict v = decode_verdict(w, grp.members());
     report_rest(grp, v);
@@ -857,7 +857,7 @@ class Driver {
     if (!v.rollback) return;  // a straggler's eviction alone: nobody rolls back (ranks are renumbered by the recovery)
     FTCC_INVARIANT(to >= 0) << "replica verification: a mismatch at step " << at << " and no rank holds a verified state";
     const std::vector<int>& odd = v.outvoted;
-    const bool repeated = v.undecided > 0 && undecided_at_ == at;
+    const bool repeated = v.undecided > 0 && v.last_undecided_at == at;
     if (v.undecided > 0) undecided_at_ = at;
     std::string line = "replica verification at step " + std::to_string(at) + ": ";
     line += odd.empty() ? "replicas differ with no strict majority" : "rank(s) " + joined(odd) + " outvoted by their replicas";
@@ -870,16 +870,16 @@ class Driver {
     // A newcomer holds no verified state, and a rank whose last check was cut short by a failure
     // may hold an older one than the others: its state (if any) is not the verified one, so the
     // restore gives it the rolled-back state of the ranks that hold it instead.
+    if (repeated)
+      throw ftcc::Error("replica verification: replicas differ with no strict majority at step " + std::to_string(at) +
+                        " again after rolling back to step " + std::to_string(to) +
+                        " (a fault that repeats: check the hardware of the ranks involved)");
     if (verified_.step() != to) {
       live_valid_ = false;
       store_.clear();
       recorded_.clear();
       return;
     }
-    if (repeated)
-      throw ftcc::Error("replica verification: replicas differ with no strict majority at step " + std::to_string(at) +
-                        " again after rolling back to step " + std::to_string(to) +
-                        " (a fault that repeats: check the hardware of the ranks involved)");
     roll_back_to_verified(to);
   }
 
@@ -1036,7 +1036,7 @@ class Driver {
   VerifiedState verified_;              // the last state every replica agreed on
   PendingVerdict verdict_;
   std::int64_t verdict_applied_ = -1;   // the step of the last verdict applied here
-  std::int64_t undecided_at_ = -1;      // the step of the last verdict without a majority
+  std::int64_t undecided_at_ = -1;      // the step of the last verdict without a majority (settled)
   std::vector<int> flips_done_;         // per bitflip spec: times fired
   StateAtRest rest_;                    // this rank's state sealed when written (--verify-at-rest)
   std::int64_t rest_caught_at_ = -1;    // the step at which this rank's state was found changed, until reported

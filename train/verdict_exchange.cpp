@@ -7,18 +7,19 @@
 namespace ftcc::train {
 
 namespace {
-// [number, step, verified step, undecided, rollback, then per rank its Fate, then per rank 1 + the
+// [number, step, verified step, undecided, rollback, last undecided step, then per rank its Fate, then per rank 1 + the
 // step at which its state at rest was found changed, or 0]. Absent fields are the smallest value
 // they take, so the max over ranks is what any rank knows.
-constexpr std::size_t kHead = 5;
+constexpr std::size_t kHead = 6;
 }  // namespace
 
 std::vector<std::int64_t> encode_verdict(const PendingVerdict* pending, std::span<const int> members, int me,
-                                         std::int64_t verified_step, std::int64_t changed_at_rest) {
+                                         const RankFacts& facts) {
   const std::size_t n = members.size();
   std::vector<std::int64_t> w(kHead + 2 * n, 0);
   w[0] = w[1] = -1;
-  w[2] = std::max<std::int64_t>(verified_step, -1);
+  w[2] = std::max<std::int64_t>(facts.verified_step, -1);
+  w[5] = std::max<std::int64_t>(facts.last_undecided_at, -1);
   if (pending != nullptr) {
     w[0] = pending->number;
     w[1] = pending->step;
@@ -30,7 +31,7 @@ std::vector<std::int64_t> encode_verdict(const PendingVerdict* pending, std::spa
       w[kHead + r] = static_cast<std::int64_t>(odd ? Fate::outvoted : pending->straggler == orig ? Fate::evicted : Fate::stays);
     }
   }
-  if (changed_at_rest >= 0) w.at(kHead + n + static_cast<std::size_t>(me)) = changed_at_rest + 1;
+  if (facts.changed_at_rest >= 0) w.at(kHead + n + static_cast<std::size_t>(me)) = facts.changed_at_rest + 1;
   return w;
 }
 
@@ -43,6 +44,7 @@ SettledVerdict decode_verdict(std::span<const std::int64_t> words, std::span<con
   v.rollback_to = words[2];
   v.undecided = words[3];
   v.rollback = words[4] != 0;
+  v.last_undecided_at = words[5];
   for (std::size_t r = 0; r < n; ++r) {
     const auto f = static_cast<Fate>(std::clamp<std::int64_t>(words[kHead + r], 0, 2));
     v.fate.push_back(f);

@@ -11,7 +11,8 @@
 // fate in it, the step to roll back to, and the ranks that found their own state changed at rest.
 // The rollback step is the newest verified step any survivor holds, given by every rank whether it
 // knows the verdict or not: a newcomer (a spare or a respawned process) holds none, and may be the
-// only rank that learned the verdict (the others' allgather was cut short by its revoke). Verdicts are numbered, so
+// only rank that learned the verdict (the others' allgather was cut short by its revoke). So is
+// the step of the last verdict without a majority, so that a newcomer also stops when it repeats. Verdicts are numbered, so
 // that every rank applies each one once across the tries (the training driver does: settle_verdict).
 // Both functions are pure.
 #pragma once
@@ -37,6 +38,7 @@ enum class Fate : std::int64_t { stays = 0, outvoted = 1, evicted = 2 };
 struct SettledVerdict {
   std::int64_t number = -1, step = -1, undecided = 0;
   std::int64_t rollback_to = -1;       // the newest verified step a rank of the group holds (-1: none)
+  std::int64_t last_undecided_at = -1; // the newest step of a verdict without a majority applied before
   bool rollback = false;
   std::vector<Fate> fate;              // per rank of the group (all `stays` when number is -1)
   std::vector<int> outvoted;           // the original ranks whose fate is `outvoted`
@@ -46,12 +48,17 @@ struct SettledVerdict {
   std::int64_t changed_at_step = -1;   // the latest step at which one of them found it
 };
 
+// What a rank knows of its own besides a pending verdict (-1 where it has none).
+struct RankFacts {
+  std::int64_t verified_step = -1;      // the step of the last verified state it holds (a newcomer: none)
+  std::int64_t last_undecided_at = -1;  // the step of the last verdict without a majority it applied
+  std::int64_t changed_at_rest = -1;    // the step at which it found its own state changed at rest
+};
+
 // This rank's words: `pending` (null, or a verdict this rank has not applied yet) with the fates of
-// `members` (the group's original ranks, in group order), the step of the last verified state this
-// rank holds (-1: none), and the step at which this rank (group rank `me`) found its own state
-// changed at rest (-1: it did not).
+// `members` (the group's original ranks, in group order), and the facts of this rank (group rank `me`).
 std::vector<std::int64_t> encode_verdict(const PendingVerdict* pending, std::span<const int> members, int me,
-                                         std::int64_t verified_step, std::int64_t changed_at_rest);
+                                         const RankFacts& facts);
 // The allreduced (max) words of every rank of the group.
 SettledVerdict decode_verdict(std::span<const std::int64_t> words, std::span<const int> members);
 

@@ -23,7 +23,7 @@ const std::vector<int> kMembers{0, 2, 5, 7};
 
 TEST(VerdictExchange, NothingToSettle) {
   std::vector<std::vector<std::int64_t>> all;
-  for (int r = 0; r < 4; ++r) all.push_back(ft::encode_verdict(nullptr, kMembers, r, 20, -1));
+  for (int r = 0; r < 4; ++r) all.push_back(ft::encode_verdict(nullptr, kMembers, r, {20, -1, -1}));
   const ft::SettledVerdict v = ft::decode_verdict(max_of(all), kMembers);
   EXPECT_EQ(v.number, -1);
   EXPECT_FALSE(v.rollback);
@@ -39,10 +39,10 @@ TEST(VerdictExchange, NothingToSettle) {
 // the rollback goes to the step the holders name, rank 5 is named by its original rank.
 TEST(VerdictExchange, AVerdictSomeRanksMissed) {
   const ft::PendingVerdict held{.number = 3, .step = 30, .undecided = 0, .rollback = true, .odd = {5}};
-  const auto v = ft::decode_verdict(max_of({ft::encode_verdict(nullptr, kMembers, 0, 20, -1),
-                                             ft::encode_verdict(&held, kMembers, 1, -1, -1),
-                                             ft::encode_verdict(&held, kMembers, 2, 20, -1),
-                                             ft::encode_verdict(nullptr, kMembers, 3, 20, -1)}),
+  const auto v = ft::decode_verdict(max_of({ft::encode_verdict(nullptr, kMembers, 0, {20, -1, -1}),
+                                             ft::encode_verdict(&held, kMembers, 1, {-1, -1, -1}),
+                                             ft::encode_verdict(&held, kMembers, 2, {20, -1, -1}),
+                                             ft::encode_verdict(nullptr, kMembers, 3, {20, -1, -1})}),
                                     kMembers);
   EXPECT_EQ(v.number, 3);
   EXPECT_EQ(v.step, 30);
@@ -60,10 +60,10 @@ TEST(VerdictExchange, AVerdictSomeRanksMissed) {
 // verdict. A rank whose last check was cut short names an older step: the newest wins.
 TEST(VerdictExchange, OnlyTheNewcomerFoundIt) {
   const ft::PendingVerdict found{.number = 1, .step = 22, .undecided = 1, .rollback = true};
-  auto v = ft::decode_verdict(max_of({ft::encode_verdict(nullptr, kMembers, 0, 20, -1),
-                                       ft::encode_verdict(nullptr, kMembers, 1, 20, -1),
-                                       ft::encode_verdict(&found, kMembers, 2, -1, -1),
-                                       ft::encode_verdict(nullptr, kMembers, 3, 10, -1)}),
+  auto v = ft::decode_verdict(max_of({ft::encode_verdict(nullptr, kMembers, 0, {20, -1, -1}),
+                                       ft::encode_verdict(nullptr, kMembers, 1, {20, -1, -1}),
+                                       ft::encode_verdict(&found, kMembers, 2, {-1, -1, -1}),
+                                       ft::encode_verdict(nullptr, kMembers, 3, {10, -1, -1})}),
                               kMembers);
   EXPECT_EQ(v.number, 1);
   EXPECT_EQ(v.step, 22);
@@ -71,8 +71,15 @@ TEST(VerdictExchange, OnlyTheNewcomerFoundIt) {
   EXPECT_EQ(v.rollback_to, 20);
   EXPECT_EQ(v.undecided, 1);
   EXPECT_TRUE(v.outvoted.empty());
+  EXPECT_EQ(v.last_undecided_at, -1);
+  // The same mismatch again after the rollback: the newcomer learns that it repeats (the step of
+  // the last verdict without a majority) from the others, who settled the first.
+  v = ft::decode_verdict(max_of({ft::encode_verdict(nullptr, kMembers, 0, {20, 22, -1}),
+                                 ft::encode_verdict(&found, kMembers, 2, {-1, -1, -1})}),
+                         kMembers);
+  EXPECT_EQ(v.last_undecided_at, 22);
   // Nobody holds one: -1, which the driver treats as a broken invariant.
-  v = ft::decode_verdict(ft::encode_verdict(&found, kMembers, 2, -1, -1), kMembers);
+  v = ft::decode_verdict(ft::encode_verdict(&found, kMembers, 2, {-1, -1, -1}), kMembers);
   EXPECT_EQ(v.rollback_to, -1);
 }
 
@@ -80,10 +87,10 @@ TEST(VerdictExchange, OnlyTheNewcomerFoundIt) {
 // eviction alone rolls nobody back.
 TEST(VerdictExchange, WriterAndEviction) {
   const ft::PendingVerdict odd0{.number = 1, .step = 10, .rollback = true, .odd = {0}};
-  auto v = ft::decode_verdict(ft::encode_verdict(&odd0, kMembers, 1, 0, -1), kMembers);
+  auto v = ft::decode_verdict(ft::encode_verdict(&odd0, kMembers, 1, {0, -1, -1}), kMembers);
   EXPECT_EQ(v.writer, 1);
   const ft::PendingVerdict slow{.number = 2, .step = 40, .odd = {}, .straggler = 7};
-  v = ft::decode_verdict(ft::encode_verdict(&slow, kMembers, 0, 40, -1), kMembers);
+  v = ft::decode_verdict(ft::encode_verdict(&slow, kMembers, 0, {40, -1, -1}), kMembers);
   EXPECT_TRUE(v.evicts);
   EXPECT_FALSE(v.rollback);
   EXPECT_EQ(v.fate[3], ft::Fate::evicted);
@@ -92,10 +99,10 @@ TEST(VerdictExchange, WriterAndEviction) {
 
 // State found changed at rest: known to its own rank only, learned by all, with the latest step.
 TEST(VerdictExchange, ChangedAtRest) {
-  const auto v = ft::decode_verdict(max_of({ft::encode_verdict(nullptr, kMembers, 0, 20, -1),
-                                             ft::encode_verdict(nullptr, kMembers, 1, 20, 26),
-                                             ft::encode_verdict(nullptr, kMembers, 2, 20, -1),
-                                             ft::encode_verdict(nullptr, kMembers, 3, 20, 0)}),
+  const auto v = ft::decode_verdict(max_of({ft::encode_verdict(nullptr, kMembers, 0, {20, -1, -1}),
+                                             ft::encode_verdict(nullptr, kMembers, 1, {20, -1, 26}),
+                                             ft::encode_verdict(nullptr, kMembers, 2, {20, -1, -1}),
+                                             ft::encode_verdict(nullptr, kMembers, 3, {20, -1, 0})}),
                                     kMembers);
   EXPECT_EQ(v.changed_at_rest, (std::vector<int>{2, 7}));
   EXPECT_EQ(v.changed_at_step, 26);
@@ -103,7 +110,7 @@ TEST(VerdictExchange, ChangedAtRest) {
 }
 
 TEST(VerdictExchange, WrongLengthIsAnInvariant) {
-  const auto w = ft::encode_verdict(nullptr, kMembers, 0, 20, -1);
+  const auto w = ft::encode_verdict(nullptr, kMembers, 0, {20, -1, -1});
   EXPECT_ANY_THROW(ft::decode_verdict(std::span(w).first(w.size() - 1), kMembers));
 }
 
