@@ -98,6 +98,11 @@ class ParallelStrategy {
   virtual Bytes pack(UnitKey u) const = 0;
   virtual void unpack(UnitKey u, std::span<const std::byte> bytes) = 0;
   virtual std::size_t unit_bytes(UnitKey u) const = 0;
+  // The live memory of unit u (one this rank owns) in the order pack() writes it, so that a
+  // restore sends straight from the tensors without a packed copy: views that stay valid, and
+  // read only, until the next build or rebuild (dp's tensors are never reallocated). Empty where a
+  // scheme does not offer it or the state is not in host memory (a GPU): pack() is used then.
+  virtual std::vector<std::span<const std::byte>> unit_views(UnitKey /*u*/) const { return {}; }
   // Parameter and optimizer bytes this rank holds.
   virtual std::size_t state_bytes() const = 0;
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "ftcc/comm/communicator.hpp"
@@ -54,10 +55,10 @@ class Pins {
   std::vector<tensor::Tensor> tensors_;
 };
 
-// Packed state bytes (a multiple of 4) as int32 words. Throws ftcc::Error otherwise.
-void send_bytes(comm::Communicator& c, const Bytes& b, int peer, int tag);
-void recv_bytes(comm::Communicator& c, Bytes& b, int peer, int tag);
-comm::P2PRequest isend_bytes(comm::Communicator& c, const Bytes& b, int peer, int tag);
-comm::P2PRequest irecv_bytes(comm::Communicator& c, Bytes& b, int peer, int tag);
+// Packed state bytes, or a piece of them (a multiple of 4), as int32 words. Throws ftcc::Error otherwise.
+void send_bytes(comm::Communicator& c, std::span<const std::byte> b, int peer, int tag);
+void recv_bytes(comm::Communicator& c, std::span<std::byte> b, int peer, int tag);
+comm::P2PRequest isend_bytes(comm::Communicator& c, std::span<const std::byte> b, int peer, int tag);
+comm::P2PRequest irecv_bytes(comm::Communicator& c, std::span<std::byte> b, int peer, int tag);
 
 }  // namespace ftcc::train

@@ -38,6 +38,13 @@ const std::shared_ptr<Bytes>& ReplicaStore::get(std::int64_t step, UnitKey key) 
   return e.bytes;
 }
 
+bool ReplicaStore::made(std::int64_t step, UnitKey key) const {
+  const auto at = m_.find(step);
+  if (at == m_.end()) return false;
+  const auto e = at->second.find(key);
+  return e != at->second.end() && e->second.bytes != nullptr;
+}
+
 bool ReplicaStore::has(std::int64_t step, UnitKey key) const {
   const auto at = m_.find(step);
   return at != m_.end() && at->second.contains(key);

@@ -45,6 +45,8 @@ class ReplicaStore {
   // The bytes of (step, key); throws ftcc::Error when absent (a planner bug).
   const std::shared_ptr<Bytes>& get(std::int64_t step, UnitKey key) const;
   bool has(std::int64_t step, UnitKey key) const;
+  // Whether (step, key) is held as bytes already (false for an entry of put_lazy not read yet).
+  bool made(std::int64_t step, UnitKey key) const;
   // Keeps the entries of the `steps` newest steps.
   void keep_newest(int steps);
   void drop_after(std::int64_t step);

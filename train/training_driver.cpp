@@ -83,6 +83,7 @@ class Driver {
     if (g_.is_spare() && s_->max_split() == 1) {
       s_->build(1, 0);
       reducer();  // and the gradient arena
+      warm_buffer_ = std::make_shared<Bytes>(s_->state_bytes());  // and the bytes the heal receives into
     }
     if (g_.is_spare() && !g_.wait_as_spare()) return TrainSummary{};
     double last_loss = 0;
@@ -654,10 +655,13 @@ class Driver {
   }
 
   // Each unit of the plan to every active rank of the new grid that needs it and has no copy of
-  // its own (from the plan's holder; sizes first, then the bytes; one tag, so MPI's ordering
-  // pairs them). Returns this rank's units (none when it keeps its part: `keeps`; otherwise views
-  // of its store's copies and of the pinned buffers it received into, both alive until the
-  // recovery ends); `got` = the bytes it received.
+  // its own, from the plan's holder: first the count of its pieces and their sizes, then the
+  // pieces (one tag each for sizes and bytes, so MPI's ordering pairs them). A holder whose copy
+  // is its live state (dp: the whole model, not packed yet) sends straight from its tensors, one
+  // piece per tensor (ParallelStrategy::unit_views); a packed copy is one piece. The receiver
+  // takes the pieces into one buffer, in order: the packed unit. Returns this rank's units (none
+  // when it keeps its part: `keeps`; otherwise views of its store's copies and of the pinned
+  // buffers it received into, both alive until the recovery ends); `got` = the bytes it received.
   UnitBytes move_units(fc::Communicator& c, const RestorePlan& plan, const std::vector<std::vector<Holding>>& holdings,
                        bool keeps, std::int64_t& got) {
     const int n = c.size(), me = c.rank();
@@ -670,36 +674,60 @@ class Driver {
     std::vector<fc::P2PRequest> sends;
     for (int u = 0; u < plan.of; ++u) {
       if (plan.holder[static_cast<std::size_t>(u)] != me) continue;
-      const Bytes* b = nullptr;  // read (a live unit: packed) only when some rank needs it from here
-      std::shared_ptr<std::int64_t> size;
+      const UnitKey key{u, plan.of};
+      std::vector<std::span<const std::byte>> pieces;  // read only when some rank needs it from here
+      std::shared_ptr<std::vector<std::int64_t>> count, sizes;
       for (int r = 0; r < n; ++r) {
         const auto& need = needs[static_cast<std::size_t>(r)];
         if (r == me || source(u, r) != me || std::find(need.begin(), need.end(), u) == need.end()) continue;
-        if (!b) {
-          b = pins_.keep(store_.get(plan.step, {u, plan.of})).get();
-          size = pins_.keep(std::make_shared<std::int64_t>(static_cast<std::int64_t>(b->size())));
+        if (!count) {
+          if (!store_.made(plan.step, key)) pieces = s_->unit_views(key);  // the live state, unpacked
+          if (pieces.empty()) pieces.emplace_back(*pins_.keep(store_.get(plan.step, key)));
+          sizes = pins_.keep(std::make_shared<std::vector<std::int64_t>>());
+          for (const auto& p : pieces) sizes->push_back(static_cast<std::int64_t>(p.size()));
+          count = pins_.keep(std::make_shared<std::vector<std::int64_t>>(1, static_cast<std::int64_t>(pieces.size())));
         }
-        sends.push_back(c.isend(size.get(), 1, fc::DType::i64, r, kRestoreSizeTag));
-        sends.push_back(isend_bytes(c, *b, r, kRestoreTag));
+        sends.push_back(c.isend(count->data(), 1, fc::DType::i64, r, kRestoreSizeTag));
+        sends.push_back(c.isend(sizes->data(), sizes->size(), fc::DType::i64, r, kRestoreSizeTag));
+        for (const auto& p : pieces) sends.push_back(isend_bytes(c, p, r, kRestoreTag));
       }
     }
     UnitBytes mine;
     got = 0;
+    std::vector<fc::P2PRequest> recvs;
     for (int u : needs[static_cast<std::size_t>(me)]) {
       const int h = source(u, me);
       if (h == me) {  // a view of this rank's copy (the store keeps it until after the rebuild)
         if (!keeps) mine[u] = *store_.get(plan.step, {u, plan.of});
         continue;
       }
-      auto size = pins_.keep(std::make_shared<std::int64_t>(0));
-      c.recv(size.get(), 1, fc::DType::i64, h, kRestoreSizeTag);
-      Bytes& b = pins_.bytes(static_cast<std::size_t>(*size));
-      recv_bytes(c, b, h, kRestoreTag);
+      auto count = pins_.keep(std::make_shared<std::int64_t>(0));
+      c.recv(count.get(), 1, fc::DType::i64, h, kRestoreSizeTag);
+      FTCC_INVARIANT(*count >= 1) << "restore: unit " << u << " announced in " << *count << " pieces";
+      auto& sizes = *pins_.keep(std::make_shared<std::vector<std::int64_t>>(static_cast<std::size_t>(*count)));
+      c.recv(sizes.data(), sizes.size(), fc::DType::i64, h, kRestoreSizeTag);
+      std::size_t total = 0;
+      for (std::int64_t z : sizes) total += static_cast<std::size_t>(z);
+      Bytes& b = receive_buffer(total);
+      std::size_t at = 0;
+      for (std::int64_t z : sizes) {
+        recvs.push_back(irecv_bytes(c, std::span(b).subspan(at, static_cast<std::size_t>(z)), h, kRestoreTag));
+        at += static_cast<std::size_t>(z);
+      }
       mine[u] = b;
-      got += static_cast<std::int64_t>(b.size());
+      got += static_cast<std::int64_t>(total);
     }
+    for (auto& r : recvs) r.wait();
     for (auto& r : sends) r.wait();
     return mine;
+  }
+
+  // A pinned buffer of n bytes for a restore to receive into: the one a hot spare touched while it
+  // waited when it fits (a fresh allocation's first writes fault its pages in: about half the time
+  // of a 15 MB transfer here), else a new one.
+  Bytes& receive_buffer(std::size_t n) {
+    if (warm_buffer_ && warm_buffer_->size() == n) return *pins_.keep(std::exchange(warm_buffer_, nullptr));
+    return pins_.bytes(n);
   }
 
   // --- Replica verification (train/replica_verifier.hpp), stragglers (train/straggler_watch.hpp)
@@ -1034,6 +1062,7 @@ class Driver {
   bool live_valid_ = false;  // the part holds the state of p_.step (see offer_live_units)
   ProgressReporter* report_ = nullptr;  // run()'s
   VerifiedState verified_;              // the last state every replica agreed on
+  std::shared_ptr<Bytes> warm_buffer_;  // a hot spare's receive buffer for its heal (receive_buffer)
   PendingVerdict verdict_;
   std::int64_t verdict_applied_ = -1;   // the step of the last verdict applied here
   std::int64_t undecided_at_ = -1;      // the step of the last verdict without a majority (settled)
