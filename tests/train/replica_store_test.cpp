@@ -99,7 +99,11 @@ TEST(ReplicaStore, LazyEntriesAreMadeOnlyWhenRead) {
   EXPECT_TRUE(st.has(5, {1, 2}));
   EXPECT_EQ(made, 0);
   EXPECT_EQ(st.bytes(), 2u);
+  EXPECT_TRUE(st.made(4, {0, 2}));  // made: bytes held (a restore sends the live state unpacked otherwise)
+  EXPECT_FALSE(st.made(5, {1, 2}));
+  EXPECT_FALSE(st.made(7, {1, 2}));
   EXPECT_EQ(*st.get(5, {1, 2}), Bytes(3, std::byte{8}));
+  EXPECT_TRUE(st.made(5, {1, 2}));
   EXPECT_EQ(*st.get(5, {1, 2}), Bytes(3, std::byte{8}));
   EXPECT_EQ(made, 1);
   EXPECT_EQ(st.bytes(), 5u);
