@@ -16,8 +16,9 @@
 //  - agree(flag): uniform: the bitwise AND over the contributions, and failure_noticed, are the
 //    same on every survivor. A failure noticed is acknowledged, so the next agreement reports only
 //    newer ones.
-//  - allgather() and split() are ordinary collectives: a failure or a revoke may reach some
-//    members and not others (a member can complete while another throws comm::FaultDetected).
+//  - allgather(), broadcast(), split() and spawn_merged() are ordinary collectives: a failure or a
+//    revoke may reach some members and not others (a member can complete while another throws
+//    comm::FaultDetected).
 // All members must call the collectives of one communicator in the same order (as MPI requires).
 #pragma once
 
@@ -61,6 +62,13 @@ class FtComm {
   // MPI_Comm_split: the members with color >= 0 form a new communicator ordered by key; a member
   // with color < 0 gets nullptr. Throws FaultDetected.
   virtual std::unique_ptr<FtComm> split(int color, int key) = 0;
+  // Root's `words` int64 to every member (MPI_Bcast). Throws FaultDetected.
+  virtual void broadcast(std::int64_t* words, std::size_t n, int root) = 0;
+  // MPI_Comm_spawn of k new processes of this program, merged with this communicator: its members
+  // keep their ranks, the new processes follow (MPI_Intercomm_merge). The new processes get the
+  // same merged communicator from their start (ResilientGroup's constructor, recovery/respawn.cpp).
+  // Throws FaultDetected on a failure, ftcc::Error when the processes cannot be started.
+  virtual std::unique_ptr<FtComm> spawn_merged(int k) = 0;
 
   // The communicator the program's own collectives run on (comm/); nullptr where there is none
   // (a simulated rank, whose program talks through allgather() only).

@@ -3,6 +3,7 @@
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/errors.hpp"
 #include "ftcc/comm/mpi_check.hpp"
+#include "ftcc/recovery/process_spawn.hpp"
 
 namespace ftcc::recovery {
 
@@ -43,5 +44,11 @@ std::unique_ptr<FtComm> MpiFtComm::split(int color, int key) {
   if (out == MPI_COMM_NULL) return nullptr;
   return take(out, c_->timeout_s());
 }
+
+void MpiFtComm::broadcast(std::int64_t* words, std::size_t n, int root) {
+  comm::broadcast(*c_, words, n, comm::DType::i64, root);
+}
+
+std::unique_ptr<FtComm> MpiFtComm::spawn_merged(int k) { return take(spawn_and_merge(c_->raw(), k), c_->timeout_s()); }
 
 }  // namespace ftcc::recovery

@@ -13,6 +13,8 @@
 #include "ftcc/comm/ulfm.hpp"
 #include "ftcc/recovery/group_internals.hpp"
 #include "ftcc/recovery/heal_plan.hpp"
+#include "ftcc/recovery/mpi_ft_comm.hpp"
+#include "ftcc/recovery/process_spawn.hpp"
 
 namespace ftcc::recovery {
 
@@ -30,7 +32,9 @@ ResilientGroup::ResilientGroup(MPI_Comm parent, GroupOptions options)
   };
   detail::install_process_guards();
   if (spawner != MPI_COMM_NULL) {
-    join_as_respawned(spawner);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    join_as_respawned(MpiFtComm::take(merge_with_parent(spawner), opt_.comm_timeout_s), /*simulated=*/false);
     return;
   }
   int parent_rank = 0;
@@ -45,29 +49,38 @@ ResilientGroup::ResilientGroup(MPI_Comm parent, GroupOptions options)
 ResilientGroup::ResilientGroup(Simulated sim, GroupOptions options) : opt_(std::move(options)), fence_("") {
   FTCC_CHECK(sim.world && sim.confirm_gone) << "ResilientGroup(Simulated): a world and confirm_gone are required";
   const int n = sim.world->size();
-  detail::validate_options(opt_, n);
+  if (!sim.respawned) detail::validate_options(opt_, n);
   if (opt_.hang_timeout.count() != 0 || opt_.progress_timeout.count() != 0 || opt_.ulfm_timeout_s >= 0 ||
-      opt_.respawns != 0 || !opt_.faults.empty() || opt_.allow_without_ulfm)
+      !opt_.faults.empty() || opt_.allow_without_ulfm)
     throw ftcc::InvalidArgument("ResilientGroup(Simulated): the simulation runs without heartbeat, progress watchdog, "
-                                "ULFM-call deadline, respawns, fault specs or the no-ULFM mode; set hang_timeout and "
-                                "progress_timeout to 0, ulfm_timeout_s to -1, respawns to 0 and no faults");
+                                "ULFM-call deadline, fault specs or the no-ULFM mode; set hang_timeout and "
+                                "progress_timeout to 0, ulfm_timeout_s to -1 and no faults");
+  sim_host_of_ = std::move(sim.host_of);
+  confirm_gone_ = [f = std::move(sim.confirm_gone)](int r, Steady::time_point) { return f(r); };
+  if (sim.respawned) {
+    join_as_respawned(std::move(sim.world), /*simulated=*/true);
+    return;
+  }
   comm_ = std::move(sim.world);
   my_original_rank_ = comm_->rank();
   members_.resize(static_cast<size_t>(n));
   std::iota(members_.begin(), members_.end(), 0);
   job_id_ = sim.job_id;
-  FTCC_CHECK(sim.host_of.empty() || sim.host_of.size() == static_cast<size_t>(n))
-      << "ResilientGroup(Simulated): host_of names " << sim.host_of.size() << " processes of " << n;
-  for (int r = 0; r < n; ++r) {
-    PeerAddress p;
-    p.rank = r;
-    p.host = p.host_id = "simulated-" + std::to_string(sim.host_of.empty() ? 0 : sim.host_of[static_cast<size_t>(r)]);
-    peers_.push_back(p);
-  }
+  FTCC_CHECK(sim_host_of_.empty() || sim_host_of_.size() >= static_cast<size_t>(n + std::max(0, opt_.respawns)))
+      << "ResilientGroup(Simulated): host_of names " << sim_host_of_.size() << " processes of " << n << " and "
+      << opt_.respawns << " respawn(s)";
+  for (int r = 0; r < n; ++r) peers_.push_back(simulated_address(r));
   initial_pool_ = peers_.size();
   initial_training_ = n - opt_.spares;
-  confirm_gone_ = [f = std::move(sim.confirm_gone)](int r, Steady::time_point) { return f(r); };
+  respawns_left_ = opt_.respawns;
   form_pool();
+}
+
+PeerAddress ResilientGroup::simulated_address(int original_rank) const {
+  PeerAddress p;
+  p.rank = original_rank;
+  p.host = p.host_id = "simulated-" + std::to_string(sim_host_of_.empty() ? 0 : sim_host_of_.at(static_cast<size_t>(original_rank)));
+  return p;
 }
 
 ResilientGroup::~ResilientGroup() {

@@ -154,13 +154,15 @@ class ResilientGroup {
   // job records or generation fence (options that need them are refused). confirm_gone(r)
   // answers whether original rank r's process is known to be gone (asked only for processes on
   // this process's host, as the real group asks /proc). host_of[r]: the simulated host of
-  // original rank r (empty: one host), which the quorum rule counts. Respawn is not simulated
-  // (options.respawns must be 0).
+  // original rank r (empty: one host; with respawns, the new processes' ranks too), which the
+  // quorum rule counts. `respawned`: a process the simulation started for a respawn, `world` the
+  // communicator merged with the survivors that started it (FtComm::spawn_merged).
   struct Simulated {
     std::unique_ptr<FtComm> world;
     std::function<bool(int original_rank)> confirm_gone;
     std::uint64_t job_id = 1;
     std::vector<int> host_of;
+    bool respawned = false;
   };
   ResilientGroup(Simulated sim, GroupOptions options);
   ~ResilientGroup();
@@ -317,9 +319,12 @@ class ResilientGroup {
   // (pool unchanged, the respawns spent) when it failed on any survivor.
   bool respawn(int k, RecoveryClock& clock, RecoveryEvent& ev, const AgreedTable& table);
   // The hand-over to the new processes on the merged communicator m; every process's record.
-  std::vector<detail::WirePeer> hand_over(comm::Communicator& m, const RecoveryEvent& ev, const RecoveryClock& clock,
+  std::vector<detail::WirePeer> hand_over(FtComm& m, const RecoveryEvent& ev, const RecoveryClock& clock,
                                           const AgreedTable& table, int old_pool);
-  void join_as_respawned(MPI_Comm parent_intercomm);  // the constructor's half in a new process
+  // The constructor's half in a new process, on the communicator merged with the job that started
+  // it (a simulated one: no heartbeat, services or job records; its host from sim_host_of_).
+  void join_as_respawned(std::unique_ptr<FtComm> merged, bool simulated);
+  PeerAddress simulated_address(int original_rank) const;
   void start_services();  // starts the heartbeat, the deadlines and the records (bootstrap's end)
   // Makes the heartbeat (when on), bound for one host or several; returns this process's record.
   detail::WirePeer create_heartbeat(bool single_host);
@@ -347,6 +352,7 @@ class ResilientGroup {
   bool respawned_ = false;
   std::unique_ptr<PendingJoin> join_;          // set in a new process until wait_as_spare() joins
   Secret secret_{};                            // the heartbeat's, handed to new processes
+  std::vector<int> sim_host_of_;               // a simulated process: the host of each original rank
   std::int64_t transfer_bytes_ = 0;            // record_state_transfer() in this attempt's hooks
   double transfer_ms_ = 0;
   std::vector<PeerAddress> peers_;

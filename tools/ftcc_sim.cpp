@@ -26,6 +26,7 @@ namespace {
 
 struct Totals {
   std::uint64_t runs = 0, passed = 0, faults = 0, recoveries = 0;
+  std::uint64_t respawn_jobs = 0, spawned = 0, joined_new = 0, turned_away = 0;
   std::map<int, std::uint64_t> statuses;
   std::set<std::uint64_t> traces;
   std::set<sim::SimWorld::Cell> cells;
@@ -72,6 +73,10 @@ int main(int argc, char** argv) {
       ++t.runs;
       t.faults += r.reached.size();
       t.recoveries += static_cast<std::uint64_t>(r.recoveries);
+      t.respawn_jobs += r.spawned > 0 ? 1 : 0;
+      t.spawned += static_cast<std::uint64_t>(r.spawned);
+      t.joined_new += static_cast<std::uint64_t>(r.joined_new);
+      t.turned_away += static_cast<std::uint64_t>(r.turned_away);
       t.traces.insert(r.trace);
       for (const auto& c : r.reached) t.cells.insert(c);
       if (verbose) print_report(r, true);
@@ -103,6 +108,9 @@ int main(int argc, char** argv) {
               "recoveries %llu\n",
               static_cast<unsigned long long>(t.faults), t.cells.size(), total_cells, t.traces.size(),
               static_cast<unsigned long long>(t.recoveries));
+  std::printf("  respawns: %llu job(s) started %llu new process(es); %llu joined, %llu turned away\n",
+              static_cast<unsigned long long>(t.respawn_jobs), static_cast<unsigned long long>(t.spawned),
+              static_cast<unsigned long long>(t.joined_new), static_cast<unsigned long long>(t.turned_away));
   std::printf("  exit status of the passing jobs:");
   for (const auto& [status, n] : t.statuses) std::printf(" %d: %llu", status, static_cast<unsigned long long>(n));
   std::printf("\n");

@@ -1,6 +1,7 @@
 #include "ftcc/recovery/simulation/sim_campaign.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,7 @@ std::string list(const std::vector<int>& v) {
 // What one simulated process ended with.
 struct ProcEnd {
   bool ended = false;
+  bool turned_away = false;  // a new process the survivors did not take in (its hand-over failed)
   JobEnd end;
   bool trains = false;   // holds a slot at the end
   bool error_fired = false;
@@ -101,11 +103,11 @@ void check(const Schedule& s, const SimWorld& w, const std::vector<ProcEnd>& end
   std::set<int> ever_held;
   for (int p = 0; p < s.ranks; ++p) ever_held.insert(p);
   const ProcEnd* first = nullptr;
-  for (int p = 0; p < s.procs(); ++p) {
+  for (int p = 0; p < w.procs(); ++p) {
     const ProcEnd& e = ends[static_cast<std::size_t>(p)];
     any_error = any_error || e.error_fired;
     for (const auto& ev : e.events) ever_held.insert(ev.joined.begin(), ev.joined.end());
-    if (w.gone(p)) continue;
+    if (w.gone(p) || e.turned_away) continue;
     if (!e.ended) {
       fail("process " + std::to_string(p) + " is alive but never ended its job");
       continue;
@@ -122,6 +124,8 @@ void check(const Schedule& s, const SimWorld& w, const std::vector<ProcEnd>& end
     if (!first) {
       first = &e;
       r.recoveries = static_cast<int>(e.events.size());
+      for (const auto& ev : e.events)
+        r.joined_new += static_cast<int>(std::count_if(ev.joined.begin(), ev.joined.end(), [&](int j) { return j >= s.procs(); }));
     } else if (keys_of(first->events) != keys_of(e.events)) {
       fail("process " + std::to_string(p) + " recorded other recoveries than the first survivor (" +
            std::to_string(e.events.size()) + " vs " + std::to_string(first->events.size()) + ")");
@@ -131,6 +135,7 @@ void check(const Schedule& s, const SimWorld& w, const std::vector<ProcEnd>& end
       for (int j : ev.joined) {
         if (!joined.insert(j).second) fail("process " + std::to_string(j) + " joined twice (seen by " + std::to_string(p) + ")");
         if (j < s.ranks) fail("process " + std::to_string(j) + ", which was not a spare, joined");
+        if (j >= s.procs() + s.respawns) fail("process " + std::to_string(j) + " joined, past the respawns allowed");
       }
   }
   if (!status) return;  // nobody survived: nothing to agree on
@@ -146,15 +151,15 @@ void check(const Schedule& s, const SimWorld& w, const std::vector<ProcEnd>& end
   // Every training process may die once its loop is done (after the loop's agreement that all
   // are done): the spares then end the job alone, and it did finish. Not before.
   if (!any_trains)
-    for (int p = 0; p < s.procs(); ++p)
+    for (int p = 0; p < w.procs(); ++p)
       if (ever_held.count(p) && !ends[static_cast<std::size_t>(p)].loop_done)
         fail("the job finished (status 0) with no surviving process training, though process " + std::to_string(p) +
              " was lost before its training loop was done");
   const std::uint64_t want = reference_hash(s.steps);
   const ProcEnd* trainer = nullptr;
-  for (int p = 0; p < s.procs(); ++p) {
+  for (int p = 0; p < w.procs(); ++p) {
     const ProcEnd& e = ends[static_cast<std::size_t>(p)];
-    if (w.gone(p) || !e.ended || !e.trains) continue;
+    if (w.gone(p) || e.turned_away || !e.ended || !e.trains) continue;
     if (e.step != s.steps || e.hash != want)
       fail("process " + std::to_string(p) + " ended at step " + std::to_string(e.step) +
            (e.hash != want ? " with a state that is not each step applied once" : ""));
@@ -169,7 +174,8 @@ void check(const Schedule& s, const SimWorld& w, const std::vector<ProcEnd>& end
 
 std::string Schedule::describe() const {
   std::string out = "seed " + std::to_string(seed) + ": " + std::to_string(ranks) + " ranks, " + std::to_string(spares) +
-                    " spare(s), " + std::to_string(steps) + " steps, " + std::to_string(hosts) + " host(s)\n";
+                    " spare(s), " + (respawns ? std::to_string(respawns) + " respawn(s), " : "") + std::to_string(steps) +
+                    " steps, " + std::to_string(hosts) + " host(s)\n";
   for (const auto& f : faults)
     out += "  " + std::string(to_string(f.kind)) + " process " + std::to_string(f.proc) + " " + to_string(f.when) +
            " its call " + std::to_string(f.at_call) +
@@ -204,6 +210,10 @@ Schedule schedule_of(std::uint64_t seed) {
     s.error_proc = static_cast<int>(rng.below(static_cast<std::uint64_t>(s.ranks)));
     s.error_step = static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(s.steps)));
   }
+  // Respawns from a stream of their own, so that the draws above are those of the seeds before
+  // respawns were simulated.
+  SimRng more(seed * 0x9e3779b97f4a7c15ULL + 101);
+  if (more.coin()) s.respawns = 1 + static_cast<int>(more.below(2));
   return s;
 }
 
@@ -212,19 +222,30 @@ RunReport run_schedule(const Schedule& s) {
   r.schedule = s;
   SimOptions so;
   SimWorld w(s.procs(), s.seed, s.faults, so);
-  std::vector<ProcEnd> ends(static_cast<std::size_t>(s.procs()));
+  const int most = s.procs() + s.respawns;  // processes a run can ever have
+  std::vector<ProcEnd> ends(static_cast<std::size_t>(most));
+  std::vector<int> host_of;
+  for (int p = 0; p < most; ++p) host_of.push_back(p % s.hosts);
   w.run([&](int proc, std::unique_ptr<FtComm> world) {
     GroupOptions o;
     o.hang_timeout = std::chrono::milliseconds(0);
     o.ulfm_timeout_s = -1;
     o.spares = s.spares;
+    o.respawns = s.respawns;
     o.verbose = false;
-    std::vector<int> host_of;
-    for (int p = 0; p < s.procs(); ++p) host_of.push_back(p % s.hosts);
-    ResilientGroup::Simulated sim{std::move(world), [&w](int r) { return w.gone(r); }, s.seed + 1, host_of};
-    ResilientGroup g(std::move(sim), o);
+    ProcEnd& e = ends.at(static_cast<std::size_t>(proc));
+    const bool respawned = proc >= s.procs();
+    ResilientGroup::Simulated sim{std::move(world), [&w](int r) { return w.gone(r); }, s.seed + 1, host_of, respawned};
+    std::unique_ptr<ResilientGroup> gp;
+    try {
+      gp = std::make_unique<ResilientGroup>(std::move(sim), o);
+    } catch (const std::exception&) {
+      if (!respawned) throw;
+      e.turned_away = true;  // it exits with an error, as ftcc-train does: its peers see it failed
+      w.exit_abnormally(proc);
+    }
+    ResilientGroup& g = *gp;
     w.start_counting(proc);
-    ProcEnd& e = ends[static_cast<std::size_t>(proc)];
     JobOptions jo;
     jo.name = "ftcc-sim";
     jo.quiet = true;
@@ -245,6 +266,8 @@ RunReport run_schedule(const Schedule& s) {
     e.events = g.events();
   });
   r.violations = w.violations();
+  r.spawned = w.procs() - s.procs();
+  for (const auto& e : ends) r.turned_away += e.turned_away ? 1 : 0;
   r.trace = w.trace_hash();
   r.reached = w.reached();
   // Each hung peer costs at most its fence, each stall its length: nothing else may make a live
@@ -255,10 +278,10 @@ RunReport run_schedule(const Schedule& s) {
     r.violations.push_back("a live process waited " + std::to_string(w.longest_wait_us() / 1000) +
                            " ms in one call (the hung peers' fences plus the stalls: " + std::to_string(bound / 1000) + " ms)");
   if (r.violations.empty()) check(s, w, ends, r);
-  for (int p = 0; p < s.procs(); ++p) {
+  for (int p = 0; p < w.procs(); ++p) {
     const ProcEnd& e = ends[static_cast<std::size_t>(p)];
-    r.outcome += "  process " + std::to_string(p) + ": " +
-                 (w.gone(p) ? std::string("gone")
+    r.outcome += "  process " + std::to_string(p) + (p >= s.procs() ? " (respawned)" : "") + ": " +
+                 (e.turned_away ? std::string("turned away (its hand-over failed), exited") : w.gone(p) ? std::string("gone")
                             : e.ended ? "status " + std::to_string(static_cast<int>(e.end.status)) + (e.trains ? ", trains" : ", spare") +
                                             ", step " + std::to_string(e.step) + ", members " + list(e.members) + ", " +
                                             std::to_string(e.events.size()) + " recoveries"

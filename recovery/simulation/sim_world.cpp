@@ -12,7 +12,7 @@
 namespace ftcc::recovery::sim {
 
 const char* to_string(Call c) {
-  static const char* names[] = {"revoke", "shrink", "agree", "allgather", "split"};
+  static const char* names[] = {"revoke", "shrink", "agree", "allgather", "split", "spawn"};
   return names[static_cast<int>(c)];
 }
 const char* to_string(FaultKind k) {
@@ -61,7 +61,7 @@ struct Op {
   std::vector<char> entered, died_inside;
   std::vector<unsigned> flags;
   std::vector<std::vector<std::int64_t>> words;
-  std::vector<int> color, key;
+  std::vector<int> color, key, spawn;
   std::vector<Result> result;
   bool done = false;
 };
@@ -84,6 +84,7 @@ struct Contribution {
   const std::int64_t* words = nullptr;
   std::size_t n = 0;
   int color = 0, key = 0;
+  int spawn = 0;           // new processes (spawn)
   bool unbounded = false;  // a hot spare's wait: as long as the run, by design
 };
 
@@ -102,6 +103,7 @@ struct SimWorld::State {
   std::uint64_t steps = 0;
   std::vector<std::string> violations;
   bool stop = false;
+  const Program* program = nullptr;  // run()'s, for the processes a spawn starts
   std::int64_t longest_wait = 0;
   std::vector<Cell> reached;
 
@@ -191,6 +193,7 @@ struct SimWorld::State {
     if (in.words) op.words[mi].assign(in.words, in.words + in.n);
     op.color[mi] = in.color;
     op.key[mi] = in.key;
+    op.spawn[mi] = in.spawn;
     if (!is_ulfm(kind) && c.revoked) {
       op.result[mi].kind = Result::Kind::revoked;
     } else if (!is_ulfm(kind) && any_dead(c)) {
@@ -224,6 +227,7 @@ struct SimWorld::State {
       op.words.assign(n, {});
       op.color.assign(n, 0);
       op.key.assign(n, 0);
+      op.spawn.assign(n, 0);
       op.result.assign(n, Result{});
     }
     return op;
@@ -278,6 +282,17 @@ struct SimWorld::State {
         op.result[i].kind = Result::Kind::ok;
         op.result[i].data = all;
       }
+    } else if (op.kind == Call::spawn) {  // k new processes, after the members (rank 0's k: MPI's root)
+      std::vector<int> ps = c.procs;
+      const int k = op.spawn[0];
+      for (int i = 0; i < k; ++i) ps.push_back(add_process());
+      const int id = new_comm(ps);
+      for (std::size_t i = 0; i < n; ++i) {
+        op.result[i].kind = Result::Kind::ok;
+        op.result[i].new_comm = id;
+        op.result[i].new_rank = static_cast<int>(i);
+      }
+      for (int i = 0; i < k; ++i) start(*procs[static_cast<std::size_t>(ps[n + static_cast<std::size_t>(i)])], id, static_cast<int>(n) + i);
     } else {  // split: one communicator per color, ordered by (key, old rank)
       std::map<int, std::vector<std::pair<int, int>>> by_color;
       for (std::size_t i = 0; i < n; ++i)
@@ -384,11 +399,21 @@ struct SimWorld::State {
     }
   }
 
+  int add_process() {
+    procs.push_back(std::make_unique<Proc>());
+    procs.back()->id = static_cast<int>(procs.size()) - 1;
+    mix(0x5ba70000ULL + static_cast<std::uint64_t>(procs.back()->id));
+    return procs.back()->id;
+  }
+  // The process's thread: it waits for its first turn, then runs the program on its communicator.
+  void start(Proc& proc, int comm_id, int member);
+
   // --- the scheduler side (the thread that called run) ---
   void fire_timers() {
-    for (auto& p : procs) {
-      if (p->st == Proc::St::stalled && p->wake_us <= now) p->st = Proc::St::ready;
-      if (p->st == Proc::St::hung && p->wake_us <= now) die(*p);  // fenced by the heartbeat
+    for (std::size_t i = 0; i < procs.size(); ++i) {  // by index: a death may complete a spawn, which adds processes
+      Proc& p = *procs[i];
+      if (p.st == Proc::St::stalled && p.wake_us <= now) p.st = Proc::St::ready;
+      if (p.st == Proc::St::hung && p.wake_us <= now) die(p);  // fenced by the heartbeat
     }
   }
   std::int64_t next_timer() const {
@@ -449,6 +474,18 @@ class SimFtComm final : public FtComm {
     if (r.new_comm < 0) return nullptr;
     return std::make_unique<SimFtComm>(s_, r.new_comm, r.new_rank);
   }
+  void broadcast(std::int64_t* words, std::size_t n, int root) override {
+    std::vector<std::int64_t> mine(words, words + n), all(n * static_cast<std::size_t>(size()));
+    allgather(mine.data(), all.data(), n);
+    std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(n * static_cast<std::size_t>(root)), n, words);
+  }
+  std::unique_ptr<FtComm> spawn_merged(int k) override {
+    Contribution in;
+    in.spawn = k;
+    const Result r = s_->call(me(), comm_, member_, Call::spawn, in);
+    throw_if_failed(r, "MPI_Comm_spawn (simulated)");
+    return std::make_unique<SimFtComm>(s_, r.new_comm, r.new_rank);
+  }
   comm::Communicator* communicator() override { return nullptr; }
 
  private:
@@ -478,6 +515,22 @@ class SimFtComm final : public FtComm {
 
 }  // namespace
 
+void SimWorld::State::start(Proc& proc, int comm_id, int member) {
+  Proc* p = &proc;
+  p->th = std::thread([this, p, comm_id, member] {
+    p->go.acquire();
+    try {
+      if (!p->unwind) (*program)(p->id, std::make_unique<SimFtComm>(this, comm_id, member));
+    } catch (const SimKilled&) {
+    } catch (const std::exception& e) {
+      violations.push_back("process " + std::to_string(p->id) + ": uncaught exception: " + e.what());
+      stop = true;
+    }
+    if (p->st != Proc::St::dead) p->st = Proc::St::done;
+    sched.release();
+  });
+}
+
 SimWorld::SimWorld(int procs, std::uint64_t seed, std::vector<SimFault> faults, SimOptions options)
     : s_(std::make_unique<State>(seed, std::move(faults), options)) {
   FTCC_CHECK(procs >= 1) << "SimWorld: at least one process";
@@ -497,21 +550,8 @@ SimWorld::~SimWorld() {
 
 void SimWorld::run(const Program& program) {
   State& s = *s_;
-  for (auto& pp : s.procs) {
-    Proc* p = pp.get();
-    p->th = std::thread([&s, p, &program] {
-      p->go.acquire();
-      try {
-        if (!p->unwind) program(p->id, std::make_unique<SimFtComm>(&s, 0, p->id));
-      } catch (const SimKilled&) {
-      } catch (const std::exception& e) {
-        s.violations.push_back("process " + std::to_string(p->id) + ": uncaught exception: " + e.what());
-        s.stop = true;
-      }
-      if (p->st != Proc::St::dead) p->st = Proc::St::done;
-      s.sched.release();
-    });
-  }
+  s.program = &program;
+  for (auto& p : s.procs) s.start(*p, 0, p->id);
   while (!s.stop) {
     s.fire_timers();
     std::vector<Proc*> ready;
@@ -559,5 +599,10 @@ std::int64_t SimWorld::longest_wait_us() const { return s_->longest_wait; }
 const std::vector<SimWorld::Cell>& SimWorld::reached() const { return s_->reached; }
 void SimWorld::violation(const std::string& what) { s_->violation(what); }
 void SimWorld::start_counting(int proc) { s_->start_counting(proc); }
+void SimWorld::exit_abnormally(int proc) {
+  Proc& p = *s_->procs.at(static_cast<std::size_t>(proc));
+  s_->die(p);
+  s_->park(p);
+}
 
 }  // namespace ftcc::recovery::sim

@@ -29,6 +29,10 @@
 //  - allgather/split fail with ProcessFailed when a member is dead, and with Revoked once the
 //    communicator is revoked. When a member dies inside one, each member that had entered either
 //    completes (the dead one's part had arrived) or fails, by seeded choice: non-uniform.
+//  - spawn (FtComm::spawn_merged) is an ordinary collective too: when it completes, it starts k
+//    new processes, which run the same program with the merged communicator (the members first,
+//    then the new processes) as their `world`; their ids follow the existing ones. A broadcast is
+//    an allgather of which each member keeps the root's part.
 //  - members must make the same sequence of collective calls on a communicator; a mismatch (one
 //    in agree while another is in shrink) is a protocol violation, as is a deadlock (live
 //    processes waiting and nothing left that could wake them).
@@ -47,7 +51,7 @@ namespace ftcc::recovery::sim {
 
 struct SimKilled {};  // unwinds a simulated process that was killed or hung (see the top)
 
-enum class Call : int { revoke, shrink, agree, allgather, split, kCount };
+enum class Call : int { revoke, shrink, agree, allgather, split, spawn, kCount };
 enum class FaultKind : int { kill, hang, stall, kCount };
 enum class FaultWhen : int { before, inside, after, kCount };
 const char* to_string(Call c);
@@ -94,10 +98,11 @@ class SimWorld {
   SimWorld& operator=(const SimWorld&) = delete;
 
   // Runs program on every process until each has returned or is gone (or the run deadlocked).
-  // An exception other than SimKilled leaving program is recorded as a violation.
+  // An exception other than SimKilled leaving program is recorded as a violation. A process a
+  // spawn started runs program too, with its id (>= the initial count) and the merged communicator.
   void run(const Program& program);
 
-  int procs() const;
+  int procs() const;  // started so far (the initial ones and those spawns started)
   bool gone(int proc) const;            // killed (or fenced after a hang)
   bool fault_fired(std::size_t i) const;  // faults[i] took effect
   const std::vector<std::string>& violations() const;
@@ -112,6 +117,10 @@ class SimWorld {
 
   // Records a violation found by the program (an invariant it checks itself).
   void violation(const std::string& what);
+  // Ends the calling process `proc` as a process that exits with an error does (its peers' ULFM
+  // calls then see it failed); never returns. The campaign calls it in a new process the survivors
+  // turned away, which ftcc-train ends with an error.
+  [[noreturn]] void exit_abnormally(int proc);
   // Faults count this process's calls from here (the program calls it once its group is formed:
   // a death while the job starts fails the start, which is not the protocol's to recover).
   void start_counting(int proc);

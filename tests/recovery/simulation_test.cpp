@@ -113,6 +113,61 @@ TEST(SimWorld, AHungProcessIsFencedAfterTheHangTimeout) {
   EXPECT_GE(w.now_us(), o.hang_timeout_us);
 }
 
+// A spawn starts new processes that run the same program with the merged communicator: the
+// members keep their ranks, the new processes follow; a broadcast gives every member the root's words.
+TEST(SimWorld, SpawnStartsProcessesOnTheMergedCommunicator) {
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    SimWorld w(3, seed, {});
+    std::vector<int> rank(5, -1), size(5, -1);
+    std::vector<std::int64_t> got(5, -1);
+    w.run([&](int p, std::unique_ptr<FtComm> c) {
+      std::unique_ptr<FtComm> m = p < 3 ? c->spawn_merged(2) : std::move(c);
+      rank[static_cast<std::size_t>(p)] = m->rank();
+      size[static_cast<std::size_t>(p)] = m->size();
+      std::int64_t words[2] = {p == 0 ? 42 : -1, p == 0 ? 7 : -1};
+      m->broadcast(words, 2, 0);
+      got[static_cast<std::size_t>(p)] = words[0] * 100 + words[1];
+    });
+    EXPECT_TRUE(w.violations().empty()) << w.violations().front();
+    EXPECT_EQ(w.procs(), 5);
+    EXPECT_EQ(rank, (std::vector<int>{0, 1, 2, 3, 4})) << "seed " << seed;
+    EXPECT_EQ(size, std::vector<int>(5, 5));
+    EXPECT_EQ(got, std::vector<std::int64_t>(5, 4207));
+  }
+}
+
+// A member killed before the spawn: it fails on every member (the dead one's part never came) and
+// starts nobody.
+TEST(SimWorld, ASpawnWithADeadMemberFails) {
+  SimWorld w(3, 5, {SimFault{2, 1, FaultKind::kill, FaultWhen::before, 0}});
+  std::atomic<int> failed{0};
+  w.run([&](int p, std::unique_ptr<FtComm> c) {
+    w.start_counting(p);
+    try {
+      (void)c->spawn_merged(1);
+    } catch (const comm::ProcessFailed&) {
+      ++failed;
+    }
+  });
+  EXPECT_TRUE(w.violations().empty());
+  EXPECT_EQ(failed.load(), 2);
+  EXPECT_EQ(w.procs(), 3);
+}
+
+// A process that exits with an error is a failure its peers' agreement notices.
+TEST(SimWorld, AnAbnormalExitIsAFailure) {
+  SimWorld w(3, 9, {});
+  std::vector<int> noticed(3, -1);
+  w.run([&](int p, std::unique_ptr<FtComm> c) {
+    if (p == 1) w.exit_abnormally(p);
+    noticed[static_cast<std::size_t>(p)] = c->agree(1).failure_noticed;
+  });
+  EXPECT_TRUE(w.violations().empty());
+  EXPECT_TRUE(w.gone(1));
+  EXPECT_EQ(noticed[0], 1);
+  EXPECT_EQ(noticed[2], 1);
+}
+
 TEST(SimCampaign, ASeedReplaysTheSameRun) {
   for (std::uint64_t seed = 1; seed <= 200; ++seed) {
     const Schedule s = schedule_of(seed);
@@ -124,18 +179,21 @@ TEST(SimCampaign, ASeedReplaysTheSameRun) {
 }
 
 TEST(SimCampaign, SchedulesDifferAndRecoverToo) {
-  int recovered = 0, with_spares = 0, failed_jobs = 0;
+  int recovered = 0, with_spares = 0, failed_jobs = 0, joined_new = 0;
   for (std::uint64_t seed = 1; seed <= 300; ++seed) {
     const RunReport r = run_schedule(schedule_of(seed));
     EXPECT_TRUE(r.violations.empty()) << r.schedule.describe() << r.violations.front();
     recovered += r.recoveries > 0;
     with_spares += r.schedule.spares > 0 && r.recoveries > 0;
     failed_jobs += r.status == ExitStatus::job_error;
+    joined_new += r.joined_new;
   }
-  // The campaign reaches the protocol's paths, counted (not assumed): recoveries, heals, job errors.
+  // The campaign reaches the protocol's paths, counted (not assumed): recoveries, heals, job
+  // errors, respawned processes that joined.
   EXPECT_GT(recovered, 50);
   EXPECT_GT(with_spares, 20);
   EXPECT_GT(failed_jobs, 5);
+  EXPECT_GT(joined_new, 10);
 }
 
 }  // namespace
