@@ -190,9 +190,14 @@ bool ResilientGroup::agree_on_table(const std::vector<int>& before, RecoveryCloc
     // shared deadline of kConfirmWait to go (a live one, never killed, costs that wait once).
     constexpr auto kConfirmWait = std::chrono::milliseconds(500);
     const auto confirm_by = std::chrono::steady_clock::now() + kConfirmWait;
+    // New processes started in an earlier attempt of this recovery count as members too (as in
+    // describe_new_group): one lost since is confirmed like any other, or the quorum rule would
+    // count it as a death nobody can confirm.
+    std::vector<int> members_before = before;
+    members_before.insert(members_before.end(), ev.respawned.begin(), ev.respawned.end());
     std::vector<int> confirmed;
     const std::string& my_host = peer(my_original_rank_).host_id;
-    for (int r : lost_since(before)) {
+    for (int r : lost_since(members_before)) {
       const PeerAddress& p = peer(r);
       if (p.host_id == my_host && confirm_gone_(r, confirm_by)) confirmed.push_back(r);
     }

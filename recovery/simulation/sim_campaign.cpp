@@ -214,6 +214,18 @@ Schedule schedule_of(std::uint64_t seed) {
   // respawns were simulated.
   SimRng more(seed * 0x9e3779b97f4a7c15ULL + 101);
   if (more.coin()) s.respawns = 1 + static_cast<int>(more.below(2));
+  // And in half of those, a fault in a new process (its calls count from its start: the
+  // hand-over is part of the recovery that started it).
+  if (s.respawns > 0 && more.coin()) {
+    SimFault f;
+    f.proc = s.procs() + static_cast<int>(more.below(static_cast<std::uint64_t>(s.respawns)));
+    const auto k = more.below(4);
+    f.kind = k < 2 ? FaultKind::kill : (k == 2 ? FaultKind::hang : FaultKind::stall);
+    f.when = static_cast<FaultWhen>(more.below(3));
+    f.at_call = 1 + static_cast<int>(more.below(static_cast<std::uint64_t>(s.steps) + 12));
+    f.stall_us = 1 + static_cast<std::int64_t>(more.below(3'000'000));
+    s.faults.push_back(f);
+  }
   return s;
 }
 
@@ -235,6 +247,7 @@ RunReport run_schedule(const Schedule& s) {
     o.verbose = false;
     ProcEnd& e = ends.at(static_cast<std::size_t>(proc));
     const bool respawned = proc >= s.procs();
+    if (respawned) w.start_counting(proc);
     ResilientGroup::Simulated sim{std::move(world), [&w](int r) { return w.gone(r); }, s.seed + 1, host_of, respawned};
     std::unique_ptr<ResilientGroup> gp;
     try {
@@ -245,7 +258,7 @@ RunReport run_schedule(const Schedule& s) {
       w.exit_abnormally(proc);
     }
     ResilientGroup& g = *gp;
-    w.start_counting(proc);
+    if (!respawned) w.start_counting(proc);
     JobOptions jo;
     jo.name = "ftcc-sim";
     jo.quiet = true;
