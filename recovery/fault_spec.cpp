@@ -93,63 +93,58 @@ const char* to_string(FlipTarget t) {
   return "?";
 }
 
-FaultSpec parse_fault_spec(const std::string& spec) {
-  const auto parts = split(spec, ':');
-  FaultSpec f;
-  f.text = spec;
-  const std::string& kind = parts[0];
-  if (kind == "kill") f.kind = FaultKind::kill;
-  else if (kind == "hang") f.kind = FaultKind::hang;
-  else if (kind == "delay") f.kind = FaultKind::delay;
-  else if (kind == "exit") f.kind = FaultKind::exit;
-  else if (kind == "segv") f.kind = FaultKind::segv;
-  else if (kind == "stall") f.kind = FaultKind::stall;
-  else if (kind == "throw") f.kind = FaultKind::throw_error;
-  else if (kind == "invariant") f.kind = FaultKind::invariant;
-  else if (kind == "bitflip") f.kind = FaultKind::bitflip;
-  else if (kind == "slow") f.kind = FaultKind::slow;
-  else if (kind == "wireflip") {
-    f.kind = FaultKind::wireflip;
-    f.bit = 62;  // in a float32 pair the second's top exponent bit; in an int64, 2^62
+namespace {
+
+FaultKind kind_of(const std::string& spec, const std::string& kind) {
+  if (kind == "kill") return FaultKind::kill;
+  if (kind == "hang") return FaultKind::hang;
+  if (kind == "delay") return FaultKind::delay;
+  if (kind == "exit") return FaultKind::exit;
+  if (kind == "segv") return FaultKind::segv;
+  if (kind == "stall") return FaultKind::stall;
+  if (kind == "throw") return FaultKind::throw_error;
+  if (kind == "invariant") return FaultKind::invariant;
+  if (kind == "bitflip") return FaultKind::bitflip;
+  if (kind == "slow") return FaultKind::slow;
+  if (kind == "wireflip") return FaultKind::wireflip;
+  reject(spec, "unknown kind '" + kind + "'");
+}
+
+FaultPhase phase_of(const std::string& spec, const std::string& val) {
+  for (FaultPhase p : {FaultPhase::step, FaultPhase::allreduce, FaultPhase::broadcast, FaultPhase::allgather,
+                       FaultPhase::recovery, FaultPhase::shrink, FaultPhase::agree, FaultPhase::hooks, FaultPhase::spare})
+    if (val == to_string(p)) return p;
+  reject(spec, "unknown phase '" + val + "'");
+}
+
+FlipTarget target_of(const std::string& spec, const std::string& val) {
+  for (FlipTarget t : {FlipTarget::param, FlipTarget::grad, FlipTarget::optim})
+    if (val == to_string(t)) return t;
+  reject(spec, "unknown target '" + val + "' (param, grad or optim)");
+}
+
+// One key=value field into f.
+void set_field(const std::string& spec, FaultSpec& f, const std::string& key, const std::string& val) {
+  if (key == "rank") f.rank = static_cast<int>(parse_int(spec, key, val, std::numeric_limits<int>::max()));
+  else if (key == "step") f.step = parse_int(spec, key, val);
+  else if (key == "ms") f.delay_ms = static_cast<int>(parse_int(spec, key, val, std::numeric_limits<int>::max()));
+  else if (key == "bit") f.bit = static_cast<int>(parse_int(spec, key, val, f.kind == FaultKind::wireflip ? 63 : 31));
+  else if (key == "steps") f.slow_steps = parse_int(spec, key, val);
+  else if (key == "times") f.times = static_cast<int>(parse_int(spec, key, val, 1000000));
+  else if (key == "target") f.target = target_of(spec, val);
+  else if (key == "phase") f.phase = phase_of(spec, val);
+  else if (key == "factor") {
+    char* end = nullptr;
+    f.factor = std::strtod(val.c_str(), &end);
+    if (val.empty() || end != val.c_str() + val.size() || !(f.factor > 1) || !(f.factor <= 1000))
+      reject(spec, "factor='" + val + "' must be a number above 1 and at most 1000");
+  } else {
+    reject(spec, "unknown field '" + key + "'");
   }
-  else reject(spec, "unknown kind '" + kind + "'");
-  std::set<std::string> seen;
-  for (size_t i = 1; i < parts.size(); ++i) {
-    const auto eq = parts[i].find('=');
-    if (eq == std::string::npos) reject(spec, "field '" + parts[i] + "' is not key=value");
-    const std::string key = parts[i].substr(0, eq), val = parts[i].substr(eq + 1);
-    if (!seen.insert(key).second) reject(spec, "field '" + key + "' given twice");
-    if (key == "rank") f.rank = static_cast<int>(parse_int(spec, key, val, std::numeric_limits<int>::max()));
-    else if (key == "step") f.step = parse_int(spec, key, val);
-    else if (key == "ms") f.delay_ms = static_cast<int>(parse_int(spec, key, val, std::numeric_limits<int>::max()));
-    else if (key == "bit") f.bit = static_cast<int>(parse_int(spec, key, val, f.kind == FaultKind::wireflip ? 63 : 31));
-    else if (key == "steps") f.slow_steps = parse_int(spec, key, val);
-    else if (key == "factor") {
-      char* end = nullptr;
-      f.factor = std::strtod(val.c_str(), &end);
-      if (val.empty() || end != val.c_str() + val.size() || !(f.factor > 1) || !(f.factor <= 1000))
-        reject(spec, "factor='" + val + "' must be a number above 1 and at most 1000");
-    } else if (key == "times") f.times = static_cast<int>(parse_int(spec, key, val, 1000000));
-    else if (key == "target") {
-      if (val == "param") f.target = FlipTarget::param;
-      else if (val == "grad") f.target = FlipTarget::grad;
-      else if (val == "optim") f.target = FlipTarget::optim;
-      else reject(spec, "unknown target '" + val + "' (param, grad or optim)");
-    } else if (key == "phase") {
-      if (val == "step") f.phase = FaultPhase::step;
-      else if (val == "allreduce") f.phase = FaultPhase::allreduce;
-      else if (val == "broadcast") f.phase = FaultPhase::broadcast;
-      else if (val == "allgather") f.phase = FaultPhase::allgather;
-      else if (val == "recovery") f.phase = FaultPhase::recovery;
-      else if (val == "shrink") f.phase = FaultPhase::shrink;
-      else if (val == "agree") f.phase = FaultPhase::agree;
-      else if (val == "hooks") f.phase = FaultPhase::hooks;
-      else if (val == "spare") f.phase = FaultPhase::spare;
-      else reject(spec, "unknown phase '" + val + "'");
-    } else {
-      reject(spec, "unknown field '" + key + "'");
-    }
-  }
+}
+
+// The fields each kind needs, takes and refuses, and the phases it fires in.
+void check_combination(const std::string& spec, const FaultSpec& f, const std::set<std::string>& seen) {
   if (!seen.count("rank")) reject(spec, "rank=R is required");
   if (!seen.count("step")) reject(spec, "step=S is required");
   if (f.kind == FaultKind::delay && !seen.count("ms")) reject(spec, "delay needs ms=M");
@@ -172,6 +167,25 @@ FaultSpec parse_fault_spec(const std::string& spec) {
   if (f.kind == FaultKind::bitflip && f.phase != FaultPhase::step)
     reject(spec, "bitflip happens in the training step (phase=step), not in phase " + std::string(to_string(f.phase)));
   if (f.kind == FaultKind::bitflip && f.times < 1) reject(spec, "times must be >= 1");
+}
+
+}  // namespace
+
+FaultSpec parse_fault_spec(const std::string& spec) {
+  const auto parts = split(spec, ':');
+  FaultSpec f;
+  f.text = spec;
+  f.kind = kind_of(spec, parts[0]);
+  if (f.kind == FaultKind::wireflip) f.bit = 62;  // in a float32 pair the second's top exponent bit; in an int64, 2^62
+  std::set<std::string> seen;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const auto eq = parts[i].find('=');
+    if (eq == std::string::npos) reject(spec, "field '" + parts[i] + "' is not key=value");
+    const std::string key = parts[i].substr(0, eq), val = parts[i].substr(eq + 1);
+    if (!seen.insert(key).second) reject(spec, "field '" + key + "' given twice");
+    set_field(spec, f, key, val);
+  }
+  check_combination(spec, f, seen);
   return f;
 }
 
