@@ -31,6 +31,7 @@ nlohmann::json RecoveryEvent::to_json() const {
     j["respawned"] = respawned;
     j["respawn_ms"] = respawn_ms;
     j["respawns_left"] = respawns_left;
+    if (!respawn_error.empty()) j["respawn_error"] = respawn_error;
   }
   if (spares_left >= 0) {
     j["joined"] = joined;
@@ -66,6 +67,7 @@ RecoveryEvent RecoveryEvent::from_json(const nlohmann::json& j) {
   get("respawned", e.respawned);
   get("respawn_ms", e.respawn_ms);
   get("respawns_left", e.respawns_left);
+  get("respawn_error", e.respawn_error);
   get("joined", e.joined);
   get("spares_left", e.spares_left);
   get("heal_ms", e.heal_ms);
@@ -111,7 +113,8 @@ std::string RecoveryEvent::summary() const {
     }
     healed += ")";
   } else if (spares_left == 0 && new_size < old_size) {
-    healed = respawns_left > 0 ? "; respawn failed: shrunk" : "; no hot spare or respawn left: shrunk";
+    healed = !respawn_error.empty() ? "; respawn failed (" + respawn_error + "): shrunk"
+                                    : "; no hot spare or respawn left: shrunk";
   }
   // A recovery with no rank lost: a rank revoked the group on purpose (train/replica_verifier.hpp).
   const std::string what = failed.empty() ? "recovered with no rank lost (" + cause + ")" : "recovered from failure of " + who;

@@ -21,6 +21,7 @@ struct RecoveryEvent {
   std::vector<int> respawned;           // of them, the processes started by this recovery (respawn)
   double respawn_ms = 0;                // MPI_Comm_spawn + merge + hand-over
   int respawns_left = -1;               // new processes the job may still start (-1: respawn off)
+  std::string respawn_error;            // why this recovery's respawn failed (empty: none tried, or it worked)
   int spares_left = -1;                 // hot spares still waiting after it (-1: the job has none)
   std::int64_t transfer_bytes = 0;      // state streamed by the hooks (ResilientGroup::record_state_transfer)
   double transfer_ms = 0;

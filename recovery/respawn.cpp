@@ -102,6 +102,7 @@ bool ResilientGroup::respawn(int k, RecoveryClock& clock, RecoveryEvent& ev, con
   }
   if (!accepted) {
     if (m) m->revoke();
+    ev.respawn_error = why.empty() ? "it failed on another survivor" : why;
     if (pool_->rank() == 0 && opt_.verbose)
       std::fprintf(stderr, "ftcc: respawn of %d process(es) failed%s%s; the group shrinks instead\n", k,
                    why.empty() ? "" : ": ", why.c_str());
