@@ -1,9 +1,10 @@
 // comm/device_staging.hpp: CUDA device buffers in the collectives, staged through pinned host
 // memory (internal; used by the public calls in comm/collectives.hpp and allreduce_async).
 //
-// comm/ does not link CUDA. The CUDA driver library is looked up with dlopen(RTLD_NOLOAD): if the
-// process has not loaded libcuda.so.1 itself (a CPU-only program), no pointer can be device
-// memory and the check costs one cached flag. Otherwise cuPointerGetAttribute tells device from
+// comm/ does not link CUDA. The CUDA driver library is looked up with dlopen(RTLD_NOLOAD): while
+// the process has not loaded libcuda.so.1 itself (a CPU-only program, or one that has not touched
+// CUDA yet), no pointer can be device memory, and the check costs a look at the loader's count of
+// loaded objects (it is looked up again once that count changes). Otherwise cuPointerGetAttribute tells device from
 // host memory, and a device buffer is copied into pinned host memory (cuMemAllocHost, kept per
 // thread and reused), the collective runs on the host copy, and the result is copied back.
 // The reductions run on the CPU, so even a CUDA-aware MPI would not spare the copies for
