@@ -4,6 +4,9 @@
 // After a fault, a send or receive that comm abandoned may still be read or written by MPI during
 // the recovery, so the memory of an interrupted step is never freed (a bounded leak per failure);
 // the buffers of a completed step are released.
+//
+// These buffers are host memory: MPI here is not CUDA-aware. A scheme running on a GPU stages
+// what it sends or reduces with on_host() and moves what it received back with on_device().
 #pragma once
 
 #include <algorithm>
@@ -54,6 +57,13 @@ class Pins {
   std::vector<std::shared_ptr<const void>> live_, dead_;
   std::vector<tensor::Tensor> tensors_;
 };
+
+// t itself when it is in host memory, else a host copy (a new tensor without a graph).
+inline tensor::Tensor on_host(const tensor::Tensor& t) {
+  return t.device() == tensor::Device::CPU ? t : t.to(tensor::Device::CPU);
+}
+// t itself when it is on device d, else a copy there (a new tensor without a graph).
+inline tensor::Tensor on_device(const tensor::Tensor& t, tensor::Device d) { return t.device() == d ? t : t.to(d); }
 
 // Packed state bytes, or a piece of them (a multiple of 4), as int32 words. Throws ftcc::Error otherwise.
 void send_bytes(comm::Communicator& c, std::span<const std::byte> b, int peer, int tag);

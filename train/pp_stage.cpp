@@ -33,6 +33,7 @@ PipelineStage::PipelineStage(const TrainConfig& cfg, const std::vector<std::int6
     auto lin = std::make_shared<nn::Linear>(widths[static_cast<std::size_t>(i)], widths[static_cast<std::size_t>(i) + 1]);
     // nn::mlp puts layer i at module index 2i and seeds each module with mix_seed(seed, index).
     lin->reset_parameters(tensor::mix_seed(cfg.seed, 2 * static_cast<std::uint64_t>(i)));
+    lin->to(cfg.device);  // initialised on the CPU: the same values on either device
     for (auto& [name, t] : lin->named_parameters()) params_.emplace_back(std::to_string(2 * i) + "." + name, t);
     linears_.push_back(std::move(lin));
   }

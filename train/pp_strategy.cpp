@@ -58,7 +58,9 @@ struct StageStep {
     mark(Phase::exposed_comm);
   }
 
-  InFlight send(const tensor::Tensor& t, int peer, int tag) {
+  // A GPU stage's activations and gradients travel through host copies (train/pinned_buffers.hpp).
+  InFlight send(const tensor::Tensor& data, int peer, int tag) {
+    const tensor::Tensor t = on_host(data);
     return InFlight{c.isend(pins.keep(t).data(), static_cast<size_t>(t.numel()), fc::DType::f32, peer, tag), t};
   }
   void done(InFlight& f) {
@@ -82,9 +84,10 @@ struct StageStep {
       share.fed.add(work.epoch, std::span<const std::int64_t>(work.ids).subspan(static_cast<std::size_t>(s),
                                                                                 static_cast<std::size_t>(e - s)));
     } else {
-      in = pins.keep(tensor::Tensor::empty({e - s, stage.in_width()}));
-      waiting([&] { c.recv(in.data(), static_cast<size_t>(in.numel()), fc::DType::f32, me - 1, kForwardTag); });
-      pins.release(in);  // received: no operation writes to it any more
+      const tensor::Tensor got = pins.keep(tensor::Tensor::empty({e - s, stage.in_width()}));
+      waiting([&] { c.recv(got.data(), static_cast<size_t>(got.numel()), fc::DType::f32, me - 1, kForwardTag); });
+      pins.release(got);  // received: no operation writes to it any more
+      in = on_device(got, cfg.device);
       in.requires_grad_(true);
     }
     tensor::Tensor out = stage.forward(in);
@@ -104,9 +107,10 @@ struct StageStep {
     if (last) {
       out.backward();
     } else {
-      tensor::Tensor grad = pins.keep(tensor::Tensor::empty(out.shape()));
-      waiting([&] { c.recv(grad.data(), static_cast<size_t>(grad.numel()), fc::DType::f32, me + 1, kBackwardTag); });
-      pins.release(grad);
+      const tensor::Tensor got = pins.keep(tensor::Tensor::empty(out.shape()));
+      waiting([&] { c.recv(got.data(), static_cast<size_t>(got.numel()), fc::DType::f32, me + 1, kBackwardTag); });
+      pins.release(got);
+      const tensor::Tensor grad = on_device(got, cfg.device);
       InFlight& f = fwd_sends[static_cast<size_t>(k)];
       waiting([&] { f.req.wait(); });
       done(f);
@@ -195,7 +199,7 @@ class PipelineStrategy final : public ParallelStrategy {
                    work.cuts.back() == static_cast<std::int64_t>(work.ids.size()))
         << "pp: micro-batch cuts do not cover the replica's " << work.ids.size() << " rows";
     StageStep run(cfg_, *stage_, c, work, pins);
-    if ((run.first || run.last) && !work.ids.empty()) run.b = td_.train.gather(work.ids);
+    if ((run.first || run.last) && !work.ids.empty()) run.b = td_.train.gather(work.ids, cfg_.device);
     stage_->optimizer().zero_grad();
     const std::int64_t M = run.micro_batches();
     if (cfg_.schedule == Schedule::gpipe) {

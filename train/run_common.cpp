@@ -402,6 +402,7 @@ nlohmann::json TrainSummary::to_json() const {
           {"wall_s", wall_s}};
   j["peak_tensor_bytes"] = peak_tensor_bytes;
   j["grid"] = grid;
+  j["device"] = device;
   return j;
 }
 

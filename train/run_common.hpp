@@ -60,6 +60,8 @@ struct TrainSummary {
   // The final layout of the ranks: dp "4 ranks"; pp, tp and the hybrids "2 replicas x 2 ranks"
   // (train/parallel_grid.hpp).
   std::string grid;
+  // Where the tensors lived (--device): "cpu" or "cuda".
+  std::string device;
   // The largest, over the ranks, of the bytes CPU tensors held at once during the steps
   // (tensor/storage.hpp: data, model, optimizer state, activations, buffers; --device cuda: the
   // host side only).

@@ -17,6 +17,23 @@ namespace ftcc::train {
 namespace {
 
 namespace fc = ftcc::comm;
+using tensor::Device;
+
+// A parameter as the exact pair (a CPU algorithm) sees it: itself on the CPU; on a GPU a host copy
+// holding a host copy of its gradient, to which the pair adds, and which give_back() then writes
+// over the parameter's own gradient.
+struct HostParam {
+  tensor::Tensor param, host;
+  explicit HostParam(const tensor::Tensor& p) : param(p), host(p) {
+    if (p.device() == Device::CPU) return;
+    host = p.detach().to(Device::CPU);
+    host.requires_grad_(true);
+    host.grad().copy_(p.grad());
+  }
+  void give_back() const {
+    if (param.device() != Device::CPU) param.grad().copy_(host.grad());
+  }
+};
 
 class TensorStrategy final : public ParallelStrategy {
  public:
@@ -107,7 +124,7 @@ class TensorStrategy final : public ParallelStrategy {
       timer_ = nullptr;
       return share;
     }
-    data::Batch b = td_.train.gather(work.ids);
+    data::Batch b = td_.train.gather(work.ids, cfg_.device);
     double loss = 0;
     if (work.parts_of == nullptr) {
       loss = rows_step(c, b.x, b.y, work.global_rows, pins);
@@ -136,7 +153,7 @@ class TensorStrategy final : public ParallelStrategy {
     params_.clear();
     by_name_.clear();
     for (const auto& [name, t] : f.model->named_parameters()) {
-      auto s = tensor::Tensor::zeros(shard_shape(name, t, L_, n, r));
+      auto s = tensor::Tensor::zeros(shard_shape(name, t, L_, n, r), tensor::DType::f32, cfg_.device);
       s.requires_grad_(true);
       params_.emplace_back(name, s);
       by_name_[name] = s;
@@ -202,10 +219,10 @@ class TensorStrategy final : public ParallelStrategy {
     const int col = 2 * j, row = 2 * j + 1;
     const tensor::Tensor &Wc = param(col, "weight"), &bc = param(col, "bias"), &Wr = param(row, "weight");
     if (cfg_.deterministic) {
-      s.x = h.detach();
+      s.x = on_host(h.detach());
       s.exact.emplace(cfg_.activation, widths_[static_cast<size_t>(col) + 1]);
-      s.exact->hidden(s.x, Wc, bc);
-      s.Z = communicating([&] { return s.exact->output(c, Wr, pins); });
+      s.exact->hidden(s.x, on_host(Wc), on_host(bc));
+      s.Z = on_device(communicating([&] { return s.exact->output(c, on_host(Wr), pins); }), cfg_.device);
     } else {
       s.x = h;
       if (j > 0) {
@@ -214,11 +231,12 @@ class TensorStrategy final : public ParallelStrategy {
       }
       const auto a = tensor::linear(s.x, Wc, bc, as_fused(cfg_.activation));
       s.z = tensor::linear(a, Wr, tensor::Tensor());
-      s.Z = pins.keep(s.z.detach().clone());
+      const tensor::Tensor sum = pins.keep(s.z.device() == Device::CPU ? s.z.detach().clone() : s.z.to(Device::CPU));
       communicating([&] {
-        fc::allreduce(c, fc::kInPlace, s.Z.data(), static_cast<size_t>(s.Z.numel()), fc::DType::f32, fc::ReduceOp::sum);
+        fc::allreduce(c, fc::kInPlace, sum.data(), static_cast<size_t>(sum.numel()), fc::DType::f32, fc::ReduceOp::sum);
         return 0;
       });
+      s.Z = on_device(sum, cfg_.device);
     }
     s.Z.requires_grad_(true);
     s.Y = tensor::add(s.Z, param(row, "bias"));
@@ -230,17 +248,20 @@ class TensorStrategy final : public ParallelStrategy {
     const int col = 2 * j, row = 2 * j + 1;
     tensor::run_backward(s.Y, grad);
     if (s.exact) {
-      s.exact->slice_gradients(s.x, param(col, "weight"), param(col, "bias"), param(row, "weight"), s.Z.grad());
-      return j > 0 ? communicating([&] { return s.exact->input_gradient(c, param(col, "weight"), pins); }) : tensor::Tensor();
+      const HostParam Wc(param(col, "weight")), bc(param(col, "bias")), Wr(param(row, "weight"));
+      s.exact->slice_gradients(s.x, Wc.host, bc.host, Wr.host, on_host(s.Z.grad()));
+      for (const HostParam* p : {&Wc, &bc, &Wr}) p->give_back();
+      if (j == 0) return tensor::Tensor();
+      return on_device(communicating([&] { return s.exact->input_gradient(c, Wc.host, pins); }), cfg_.device);
     }
     tensor::run_backward(s.z, s.Z.grad());
     if (j == 0) return tensor::Tensor();
-    tensor::Tensor dx = pins.keep(s.x.grad().clone());
+    const tensor::Tensor dx = pins.keep(s.x.device() == Device::CPU ? s.x.grad().clone() : s.x.grad().to(Device::CPU));
     communicating([&] {
       fc::allreduce(c, fc::kInPlace, dx.data(), static_cast<size_t>(dx.numel()), fc::DType::f32, fc::ReduceOp::sum);
       return 0;
     });
-    return dx;
+    return on_device(dx, cfg_.device);
   }
 
   const TrainConfig& cfg_;

@@ -179,7 +179,6 @@ void TrainConfig::validate() const {
   // as a failure, and a hot spare's leaving crashed Open MPI under MPI_Comm_split).
   if (parallel != Parallel::dp) {
     const char* mode = choice_name(parallel);
-    FTCC_REQUIRE(device == Device::CPU) << "--parallel " << mode << ": only --device cpu is supported in this version";
     // --deterministic is accepted in every mode: each of the global batch's --micro-batches is
     // computed whole on one replica, gradients are summed in micro-batch order (pp) or exactly
     // over the replicas (dp,pp, dp,tp; train/training_driver.cpp), and tp sums over the hidden features

@@ -104,6 +104,7 @@ class Driver {
                                             to_hex(fig.metrics.digest), t_start_);
     sum.step_samples_per_s = report.steady_samples_per_s();
     sum.grid = describe_grid();
+    sum.device = choice_name(cfg_.device);
     sum.peak_tensor_bytes = fig.peak;
     sum.step_ms = timer_.to_json();
     // Where the whole run's time went (rank 0's clock).

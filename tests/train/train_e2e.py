@@ -1506,6 +1506,51 @@ def corruption_in_transit():
               f"world {s['world_size_final']} (expected {left})")
 
 
+def cuda_modes():
+    # --device cuda in every mode, where this machine has a GPU (exit 77, skipped, where it has
+    # none). Each mode trains on the GPU as it does on the CPU: after 20 steps the same loss within
+    # 1e-4 (only the kernels' rounding differs, by about 1e-6 there; a wrong gradient or a lost
+    # partial sum moves it by far more. Over whole runs such rounding grows: pp's final loss moves
+    # by 2% between two CPUs' libm); the whole run to the same accuracy; a kill recovered on the
+    # survivors (within 2% of the fault-free GPU run, samples exactly once); and under
+    # --deterministic one SHA-256 for 1 rank, N ranks and N ranks losing one.
+    probe = run(1, *DIGITS_MODEL, "--device", "cuda", "--steps", "1", expect_rc=None)[1]
+    if probe.returncode == 2 and "no usable CUDA device" in probe.stderr:
+        print("SKIP: no usable CUDA device here: " + probe.stderr.strip().splitlines()[-1][:300])
+        sys.exit(77)
+    modes = [("dp", DIGITS, 4, [], []),
+             ("pp", PP_MODEL, 4, ["--parallel", "pp", "--micro-batches", "4"], ["--parallel", "pp", "--micro-batches", "4"]),
+             ("pp 1f1b", PP_MODEL, 3, ["--parallel", "pp", "--micro-batches", "4", "--schedule", "1f1b"],
+              ["--parallel", "pp", "--micro-batches", "4", "--schedule", "1f1b"]),
+             ("tp", TP_MODEL, 2, ["--parallel", "tp"], ["--parallel", "tp"]),
+             ("dp,pp", PP_MODEL, 4, ["--parallel", "dp,pp", "--pp-size", "2", "--micro-batches", "4"],
+              ["--parallel", "dp,pp", "--pp-size", "1", "--micro-batches", "4"]),
+             ("dp,tp", TP_MODEL, 4, ["--parallel", "dp,tp", "--tp-size", "2", "--micro-batches", "4"],
+              ["--parallel", "dp,tp", "--tp-size", "1", "--micro-batches", "4"])]
+    for name, model, n, flags, alone in modes:
+        at = model.index("--epochs")
+        short = [*model[:at], *model[at + 2:], "--steps", "20"]
+        cpu, _ = run(n, *short, *flags)
+        gpu, _ = run(n, *short, *flags, "--device", "cuda")
+        check(gpu["device"] == "cuda" and cpu["device"] == "cpu" and rel(gpu["final_loss"], cpu["final_loss"]) < 1e-4,
+              f"{name} on {n} ranks, 20 steps: GPU loss {gpu['final_loss']:.7f}, CPU {cpu['final_loss']:.7f}")
+        gpu, _ = run(n, *model, *flags, "--device", "cuda")
+        samples_exact(gpu, 6 * DIGITS_TRAIN, f"{name} on the GPU")
+        check(gpu["eval_metric"] > 0.95, f"{name} on the GPU: accuracy {gpu['eval_metric']:.4f} (steady "
+              f"{gpu['step_samples_per_s']:.0f} samples/s: a model this small is launch-bound on a GPU)")
+        killed, _ = run(n, *model, *flags, "--device", "cuda", "--inject", "kill:rank=1:step=15")
+        samples_exact(killed, 6 * DIGITS_TRAIN, f"{name} on the GPU, rank 1 killed")
+        check(killed["world_size_final"] == n - 1 and len(killed["recoveries"]) == 1
+              and rel(killed["final_loss"], gpu["final_loss"]) < 0.02,
+              f"{name}, rank 1 killed at step 15: {killed['world_size_final']} ranks left, final loss "
+              f"{killed['final_loss']:.6f} (fault-free {gpu['final_loss']:.6f})")
+        det = [*model, "--device", "cuda", "--deterministic"]
+        shas = {"1 rank": run(1, *det, *alone)[0]["param_sha256"], f"{n} ranks": run(n, *det, *flags)[0]["param_sha256"],
+                f"{n} ranks, rank 1 killed": run(n, *det, *flags, "--inject", "kill:rank=1:step=15")[0]["param_sha256"]}
+        check(len(set(shas.values())) == 1, f"{name} --deterministic on the GPU: one SHA-256 for " +
+              ", ".join(f"{w} {h[:12]}" for w, h in shas.items()))
+
+
 def model_parallel_doc_commands():
     # Every ftcc-run command of docs/model-parallel.md's sh blocks, as printed (build/ is the build
     # folder): exit 0, one summary, and for a command with --inject a recovery of the named rank.
@@ -1521,6 +1566,9 @@ def model_parallel_doc_commands():
         argv = [os.path.join(root, a) if a == "tools/ftcc-run" else a.replace("build/", build + "/", 1)
                 if a.startswith("build/") else a for a in argv]
         p = subprocess.run([*argv, "--quiet", *FT_OPT], capture_output=True, text=True, timeout=180)
+        if "--device" in argv and p.returncode == 2 and "no usable CUDA device" in p.stderr:
+            print(f"skip {cmd[:110]}: no GPU here (train_cuda_modes runs these modes where one is)")
+            continue
         sums = [l for l in p.stdout.splitlines() if l.startswith("FTCC_SUMMARY ")]
         ok = p.returncode == 0 and len(sums) == 1
         if ok and "--inject" in argv:
@@ -1556,6 +1604,7 @@ CASES = {
     **{c: silent_corruption for c in CORRUPTION_CASES},
     "corruption_in_transit": corruption_in_transit,
     "stragglers": stragglers,
+    "cuda_modes": cuda_modes,
 }
 if case not in CASES:
     sys.exit(f"unknown case {case}: one of {', '.join(sorted(CASES))}")
