@@ -39,12 +39,7 @@ class DataParallelStrategy final : public ParallelStrategy {
   Bytes pack(UnitKey u) const override { return nn::pack_bytes(state(u)); }
   void unpack(UnitKey u, std::span<const std::byte> bytes) override { nn::unpack_bytes(state(u), bytes); }
   std::size_t unit_bytes(UnitKey u) const override { return nn::total_bytes(state(u)); }
-  std::vector<std::span<const std::byte>> unit_views(UnitKey u) const override {
-    std::vector<std::span<const std::byte>> out;
-    if (cfg_.device != Device::CPU) return out;
-    for (const auto& [name, t] : state(u)) out.emplace_back(static_cast<const std::byte*>(t.raw_data()), t.nbytes());
-    return out;
-  }
+  std::vector<std::span<const std::byte>> unit_views(UnitKey u) const override { return host_views(state(u)); }
   std::size_t state_bytes() const override { return model_ ? nn::total_bytes(state({0, 1})) : 0; }
 
   std::size_t full_unit_bytes(const FullModel& f, UnitKey) const override { return nn::total_bytes(f.state()); }

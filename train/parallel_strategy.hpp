@@ -75,6 +75,17 @@ struct StepShare {
 // The bytes of units by index, for rebuild(): views of the driver's copies (valid during the call).
 using UnitBytes = std::map<int, std::span<const std::byte>>;
 
+// The memory of each tensor of `state`, in order (ParallelStrategy::unit_views); empty when one
+// of them is not in host memory.
+inline std::vector<std::span<const std::byte>> host_views(const nn::NamedTensors& state) {
+  std::vector<std::span<const std::byte>> out;
+  for (const auto& [name, t] : state) {
+    if (t.device() != tensor::Device::CPU) return {};
+    out.emplace_back(static_cast<const std::byte*>(t.raw_data()), t.nbytes());
+  }
+  return out;
+}
+
 class ParallelStrategy {
  public:
   virtual ~ParallelStrategy() = default;

@@ -165,6 +165,10 @@ class PipelineStrategy final : public ParallelStrategy {
   Bytes pack(UnitKey u) const override { return stage_->pack_layer(u.index); }
   void unpack(UnitKey u, std::span<const std::byte> bytes) override { stage_->unpack_layer(u.index, bytes); }
   std::size_t unit_bytes(UnitKey u) const override { return stage_->layer_bytes(u.index); }
+  // The layer's tensors stay until the next build: a restore sends straight from them.
+  std::vector<std::span<const std::byte>> unit_views(UnitKey u) const override {
+    return host_views(stage_->layer_state(u.index));
+  }
   std::size_t state_bytes() const override { return stage_->state_bytes(); }
 
   std::size_t full_unit_bytes(const FullModel& f, UnitKey u) const override { return nn::total_bytes(of_full(f, u)); }

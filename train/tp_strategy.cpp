@@ -84,6 +84,11 @@ class TensorStrategy final : public ParallelStrategy {
     check_mine(u);
     return nn::total_bytes(live());
   }
+  // The shard's tensors stay until the next slice: a restore sends straight from them.
+  std::vector<std::span<const std::byte>> unit_views(UnitKey u) const override {
+    check_mine(u);
+    return host_views(live());
+  }
   std::size_t state_bytes() const override { return nn::total_bytes(live()); }
 
   std::size_t full_unit_bytes(const FullModel& f, UnitKey u) const override {

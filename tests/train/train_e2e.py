@@ -350,11 +350,15 @@ def pp_deterministic():
                    ("2x2 with 2 kills", run(4, *dppp, "--inject", "kill:rank=1:step=15",
                                             "--inject", "kill:rank=3:step=60:phase=allreduce")[0]),
                    ("2x2 + a spare, rank 0 killed", run(5, *dppp, "--spares", "1", "--inject", "kill:rank=0:step=25")[0]),
+                   # the spare's stage from the other replica's live layers (no copy at step 13)
+                   ("2x2 + a spare, copies every 5 steps, rank 1 killed at 13",
+                    run(5, *dppp, "--spares", "1", "--replicate-every", "5", "--inject", "kill:rank=1:step=13")[0]),
                    ("4x1, a kill", run(4, *det, "--parallel", "dp,pp", "--pp-size", "1",
                                        "--inject", "kill:rank=2:step=30")[0])]
     want = {"4 stages with 2 kills": (2, "1 replica x 2 ranks"), "3 stages + a spare, a kill": (3, "1 replica x 3 ranks"),
             "2x2": (4, "2 replicas x 2 ranks"), "2x2 with 2 kills": (2, "1 replica x 2 ranks"),
-            "2x2 + a spare, rank 0 killed": (4, "2 replicas x 2 ranks"), "4x1, a kill": (3, "3 replicas x 1 rank")}
+            "2x2 + a spare, rank 0 killed": (4, "2 replicas x 2 ranks"), "4x1, a kill": (3, "3 replicas x 1 rank"),
+            "2x2 + a spare, copies every 5 steps, rank 1 killed at 13": (4, "2 replicas x 2 ranks")}
     for mode, runs in (("pp", pp_runs), ("dp,pp", hybrid_runs)):
         for what, s in runs:
             samples_exact(s, 6 * DIGITS_TRAIN, f"{mode} {what}")
@@ -402,10 +406,14 @@ def tp_deterministic():
                                    "--inject", "kill:rank=3:step=60:phase=allreduce")[0]),
               ("2x2 + a spare, rank 0 killed", run(5, *hdet, "--tp-size", "2", "--spares", "1",
                                                    "--inject", "kill:rank=0:step=25")[0]),
-              ("4x1 losing one", run(4, *hdet, "--tp-size", "1", "--inject", "kill:rank=2:step=30")[0])]
+              ("4x1 losing one", run(4, *hdet, "--tp-size", "1", "--inject", "kill:rank=2:step=30")[0]),
+              # the spare's shard from the other replica's live shard (no copy at step 13)
+              ("2x2 + a spare, copies every 5 steps, rank 1 killed at 13",
+               run(5, *hdet, "--tp-size", "2", "--spares", "1", "--replicate-every", "5",
+                   "--inject", "kill:rank=1:step=13")[0])]
     grids = [s["grid"] for _, s in hybrid]
     check(grids == ["1 replica x 1 rank", "2 replicas x 2 ranks", "1 replica x 2 ranks", "2 replicas x 2 ranks",
-                    "3 replicas x 1 rank"], f"dp,tp grids at the end: {grids}")
+                    "3 replicas x 1 rank", "2 replicas x 2 ranks"], f"dp,tp grids at the end: {grids}")
     for what, s in hybrid:
         samples_exact(s, 6 * DIGITS_TRAIN, "dp,tp " + what)
     hshas = {what: s["param_sha256"] for what, s in hybrid}
