@@ -62,4 +62,12 @@ int cuda_device_count() noexcept {
 
 bool cuda_available() noexcept { return cuda_device_count() > 0; }
 
+void set_cuda_device(int ordinal) {
+  const cuda::Backend& b = cuda::backend();
+  const int n = b.device_count();
+  FTCC_CHECK_T(::ftcc::Error, ordinal >= 0 && ordinal < n)
+      << "CUDA device " << ordinal << " asked for, this process sees " << n << " (CUDA_VISIBLE_DEVICES limits them)";
+  b.set_device(ordinal);
+}
+
 }  // namespace ftcc::tensor

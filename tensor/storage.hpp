@@ -47,5 +47,8 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std:
 int cuda_device_count() noexcept;
 // cuda_device_count() > 0.
 bool cuda_available() noexcept;
+// Makes CUDA device `ordinal` the one this thread's CUDA tensors are made on from now on (the
+// default is device 0). Throws ftcc::Error when there is no backend or no such device.
+void set_cuda_device(int ordinal);
 
 }  // namespace ftcc::tensor

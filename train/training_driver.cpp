@@ -17,6 +17,7 @@
 #include "ftcc/tensor/host_buffers.hpp"
 #include "ftcc/tensor/storage.hpp"
 #include "ftcc/tensor/cuda/backend.hpp"
+#include "ftcc/train/gpu_choice.hpp"
 #include "ftcc/train/checkpoint_store.hpp"
 #include "ftcc/train/dp_strategy.hpp"
 #include "ftcc/train/gradient_reducer.hpp"
@@ -163,7 +164,17 @@ class Driver {
         << (FTCC_HAVE_CUDA ? "has CUDA kernels, but no GPU or driver was found: " + tensor::cuda::backend_origin()
                            : std::string("was built without CUDA"))
         << "); use --device cpu";
+    if (cfg.device == tensor::Device::CUDA) use_this_ranks_gpu(g);
     return g.respawned() ? config_digest(cfg) : check_same_config(cfg, g.pool(), g.pool_members());
+  }
+
+  // One GPU per rank of a host, in turn (train/gpu_choice.hpp), before any CUDA tensor is made.
+  static void use_this_ranks_gpu(const recovery::ResilientGroup& g) {
+    const auto& pool = g.pool_members();
+    const int originals = std::max(*std::max_element(pool.begin(), pool.end()), g.original_rank()) + 1;
+    std::vector<std::string> host_of;
+    for (int r = 0; r < originals; ++r) host_of.push_back(g.peer(r).host_id);
+    tensor::set_cuda_device(gpu_for_rank(host_of, g.original_rank(), tensor::cuda_device_count()));
   }
 
   // The hybrids' grid flags against the ranks the job starts with.

@@ -28,7 +28,7 @@ namespace ftcc::tensor::cuda {
 
 // Version of the Backend layout. A table whose abi differs is refused (an old libftcc_cuda.so
 // left next to a new libftcc, or the reverse).
-inline constexpr int kBackendAbi = 2;
+inline constexpr int kBackendAbi = 3;
 
 // The kernels of kernels.hpp for one element type.
 template <class T>
@@ -62,6 +62,7 @@ struct Backend {
   decltype(&cuda::copy) copy;
   decltype(&cuda::synchronize) synchronize;
   decltype(&cuda::device_count) device_count;
+  decltype(&cuda::set_device) set_device;
 
   KernelTable<float> f32;
   KernelTable<double> f64;

@@ -35,6 +35,7 @@ constexpr Backend kTable{
     .copy = &copy,
     .synchronize = &synchronize,
     .device_count = &device_count,
+    .set_device = &set_device,
     .f32 = kernel_table<float>(),
     .f64 = kernel_table<double>(),
     .sgd_step = &sgd_step,

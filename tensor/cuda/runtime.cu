@@ -26,6 +26,8 @@ void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, st
 
 void synchronize() { FTCC_CUDA_CHECK(cudaDeviceSynchronize()); }
 
+void set_device(int ordinal) { FTCC_CUDA_CHECK(cudaSetDevice(ordinal)); }
+
 int device_count() noexcept {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {

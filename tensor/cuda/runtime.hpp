@@ -15,5 +15,8 @@ void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, st
 void synchronize();
 // Number of usable devices; 0 when the driver or the device is missing (never throws).
 int device_count() noexcept;
+// Makes device `ordinal` (0 <= ordinal < device_count()) the one the calling thread's later
+// allocations, copies and launches use (cudaSetDevice). Throws ftcc::Error otherwise.
+void set_device(int ordinal);
 
 }  // namespace ftcc::tensor::cuda
