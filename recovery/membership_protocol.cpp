@@ -104,6 +104,11 @@ const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const s
   RecoveryEvent ev;
   if (join) ev = join->event;  // a new process takes the recovery up where the survivors handed it over
   ev.step = step;
+  // Recovery-phase faults name the recovery's step, the step in flight: a rank that saw the failure
+  // before it began that step (in the previous step's work after its commit) has not told the
+  // injector yet (begin_step), and a fault due "at step S" in this recovery would have waited for
+  // a later one (seed 15 job 36 of tools/chaos: kill@shrink on rank 0 at step 30, 2 runs in 5).
+  injector_.observe_step(step);
   ev.cause = cause;
   // The training group's size as every process knows it (a spare has no group of its own).
   if (!join) ev.old_size = pool_ ? static_cast<int>(members_.size()) : size();
@@ -114,7 +119,6 @@ const RecoveryEvent& ResilientGroup::recover_attempts(std::int64_t step, const s
   if (join) {
     table = std::move(join->table);
     clock.fault_ns = clock.first_notice_ns = join->fault_ns;
-    injector_.observe_step(step);  // so recovery-phase faults can name a new process
   }
   // Each step makes the same ULFM calls on every survivor; a step that returns false did so
   // on all of them (its agreement says so), and all of them start the next attempt together.
