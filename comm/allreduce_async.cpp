@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <utility>
 
 #include "ftcc/comm/algorithms.hpp"
 #include "ftcc/comm/device_staging.hpp"
@@ -18,7 +19,12 @@ struct AllreduceRequest::State {
   std::condition_variable cv;
   bool done = false;
   std::exception_ptr error;
-  void finish(std::exception_ptr e) {
+  // The exception changes hands whole: the job moves its only reference in here, and the waiter
+  // moves it out (take_error). So the waiter holds the last reference and ends the exception's
+  // life on its own thread; the job, which may drop its share of this state after the waiter has
+  // read the exception, never frees it (the count of an exception's references lives in the C++
+  // runtime, where ThreadSanitizer cannot see its ordering, and it reported that free as a race).
+  void finish(std::exception_ptr&& e) {
     std::lock_guard<std::mutex> lock(m);
     error = std::move(e);
     done = true;
@@ -27,6 +33,10 @@ struct AllreduceRequest::State {
   void await() {
     std::unique_lock<std::mutex> lock(m);
     cv.wait(lock, [&] { return done; });
+  }
+  std::exception_ptr take_error() {
+    std::lock_guard<std::mutex> lock(m);
+    return std::exchange(error, nullptr);
   }
 };
 
@@ -67,7 +77,7 @@ AllreduceRequest allreduce_async(Communicator& comm, const void* send, void* rec
     } catch (...) {
       error = std::current_exception();
     }
-    st->finish(error);
+    st->finish(std::move(error));
   };
   if (comm.raw() == MPI_COMM_NULL || mpi_thread_multiple())
     comm.progress().post(std::move(body));
@@ -103,7 +113,7 @@ bool AllreduceRequest::test() {
 void AllreduceRequest::wait() {
   if (!state_) return;
   state_->await();
-  std::exception_ptr e = state_->error;
+  std::exception_ptr e = state_->take_error();
   state_.reset();
   if (e) std::rethrow_exception(e);
 }

@@ -1,5 +1,7 @@
 #include "ftcc/train/train_config.hpp"
 
+#include <arpa/inet.h>
+
 #include <cmath>
 #include <functional>
 #include <sstream>
@@ -11,6 +13,10 @@
 
 namespace ftcc::train {
 namespace {
+bool is_ip_address(const std::string& s) {
+  in6_addr buf{};
+  return inet_pton(AF_INET, s.c_str(), &buf) == 1 || inet_pton(AF_INET6, s.c_str(), &buf) == 1;
+}
 
 // One row of the field table: every TrainConfig field, its name (the flag without "--"), and
 // whether a --resume may change it. Unsafe: the field changes the model, the data (which samples,
@@ -151,6 +157,11 @@ void TrainConfig::validate() const {
   FTCC_REQUIRE(held_out > 0 && held_out < 1) << "--held-out must be in (0, 1), got " << held_out;
   FTCC_REQUIRE(bucket_mb > 0 && bucket_mb <= 1e6) << "--bucket-mb must be in (0, 1e6]";
   FTCC_REQUIRE(metrics_port < 65536) << "--metrics-port must be < 65536";
+  // Checked on every rank, though only rank 0 serves: a refusal on rank 0 alone, after the others
+  // had started training, reached them as a failure in their step (a recovery logged for a job
+  // that never ran).
+  FTCC_REQUIRE(metrics_port < 0 || is_ip_address(metrics_bind))
+      << "--metrics-bind '" << metrics_bind << "' is not an IP address (e.g. 127.0.0.1, 0.0.0.0 or ::1)";
   FTCC_REQUIRE(micro_batches > 0) << "--micro-batches must be > 0";
   FTCC_REQUIRE(pp_size >= 0 && tp_size >= 0) << "--pp-size and --tp-size must be >= 1";
   FTCC_REQUIRE(parallel != Parallel::dp_pp || pp_size >= 1)

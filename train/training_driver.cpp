@@ -72,9 +72,11 @@ class Driver {
   }
 
   TrainSummary run() {
+    // Rank 0 binds its metrics server first: a refusal (the port taken) then reaches the others
+    // in the start's collectives, not as a failure in their first step.
+    ProgressReporter report(cfg_, g_, log_);
     if (!g_.is_spare()) start();
     if (ckpt_) remove_stale_temporaries(*ckpt_, g_, log_);  // once the start is accepted: a refused run touches nothing
-    ProgressReporter report(cfg_, g_, log_);
     report_ = &report;
     g_.add_recovery_hook([&](recovery::ResilientGroup& grp, const recovery::RecoveryEvent& ev) { recover(grp, ev); });
     // A hot spare waits; once it takes a lost rank's place, the hook above has rebuilt its part

@@ -377,6 +377,33 @@ TEST(Schedule, TimeoutNamesThePeerThatNeverSent) {
   EXPECT_EQ(timeouts.load(), 2);
 }
 
+// A nonblocking allreduce that fails hands its exception to the waiter, and the waiter alone ends
+// its life: the progress thread keeps no reference once it has reported, so it never destroys an
+// exception the waiter has already read (ThreadSanitizer, which runs this suite, saw that race on a
+// CommError's vtable pointer in ftcc-train, since the count of an exception's references lives in
+// the uninstrumented C++ runtime).
+TEST(Schedule, FailedNonblockingAllreduceLeavesItsErrorToTheWaiter) {
+  std::atomic<int> timeouts{0};
+  run_ranks(2, [&](Communicator& c) {
+    if (c.rank() == 1) return;  // never takes part
+    AllreduceOptions o;
+    o.algo = AllreduceAlgo::ring;
+    o.timeout_s = 0.001;
+    for (int i = 0; i < 40; ++i) {
+      std::vector<float> v(64, 1.0f);
+      auto req = allreduce_async(c, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
+      try {
+        req.wait();
+        ADD_FAILURE() << "no timeout";
+      } catch (const Timeout& e) {
+        EXPECT_EQ(e.op(), "ring_allreduce") << e.what();
+        ++timeouts;
+      }
+    }
+  });
+  EXPECT_EQ(timeouts.load(), 40);
+}
+
 TEST(Schedule, PeerFailurePropagatesAsProcessFailed) {
   auto world = MemoryWorld::create(4);
   std::atomic<int> failed{0};

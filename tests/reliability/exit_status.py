@@ -14,7 +14,7 @@ exit_status_prog.cpp, an embedding program built on recovery/run_job.hpp) and ch
     checkpoint.
 Faults are real: SIGSEGV by an invalid write, SIGKILL, exit(), a rank stuck in a ULFM call.
 """
-import hashlib, json, os, shutil, subprocess, sys, tempfile
+import hashlib, json, os, shutil, socket, subprocess, sys, tempfile
 
 build, case = os.path.abspath(sys.argv[1]), sys.argv[2]
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -159,10 +159,19 @@ elif case.startswith("checkpoint_unwritable_np"):
     w.check_kept(new_checkpoints_allowed=False)
 
 elif case == "metrics_bind_rank0_only":
+    # Only rank 0 serves metrics, so only rank 0 finds the port taken: the refusal must still end
+    # the job before any rank trains (it used to reach rank 1 in a step, as a failure to recover).
     w = Workspace()
-    rc, out, _ = job(2, TRAIN, *MODEL, "--steps", "12", *w.train_args(), "--metrics-port", "0", "--metrics-bind", "notanip")
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    rc, out, _ = job(2, TRAIN, *MODEL, "--steps", "12", *w.train_args(), "--metrics-port", str(port),
+                     "--metrics-bind", "127.0.0.1")
+    taken.close()
     expect(rc, 2, out, line="ftcc-train: configuration error on rank 0", no_recovery_line=True)
-    check("'notanip' is not an IP address" in out, "the line names the bad value")
+    check(f"metrics server cannot bind 127.0.0.1:{port}" in out and "choose another --metrics-port" in out,
+          "the line names the address, the port and what to do")
     w.check_kept(new_checkpoints_allowed=False)
 
 elif case == "throw_on_rank1":
@@ -232,6 +241,8 @@ elif case.startswith("kill_in_"):
 elif case == "bad_runtime_flags":
     for flag, line in ((["--inject", "kill:rank=7:step=1"], "names rank 7, but the job has 2 rank(s): it would never fire"),
                        (["--hang-timeout", "0.0005"], "use at least 0.1, or 0 to turn it off"),
+                       # Checked on every rank at the start, though only rank 0 serves metrics.
+                       (["--metrics-port", "0", "--metrics-bind", "notanip"], "--metrics-bind 'notanip' is not an IP address"),
                        # Used to segfault: N x IN overflowed before the size guard.
                        (["--dataset", "synthetic:4294967296:4294967296:4294967296"],
                         "is too large: N x IN = 4294967296 x 4294967296 values, at most 2^31")):
