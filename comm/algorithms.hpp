@@ -8,6 +8,7 @@
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/op_context.hpp"
+#include "ftcc/comm/shm_segment.hpp"
 
 namespace ftcc::comm::detail {
 
@@ -33,6 +34,9 @@ void ring_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_
 void tree_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                         std::size_t segment_bytes, int window);
 void rhd_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+// Ranks on one host, through a channel of the communicator's shared-memory segment (shm_allreduce.cpp).
+void shm_allreduce_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv, std::size_t count,
+                       DType dtype, ReduceOp op);
 
 // Runs `algo` (not automatic) with the options' segment size and window.
 void allreduce_run(OpContext& ctx, AllreduceAlgo algo, const void* send, void* recv, std::size_t count, DType dtype,
@@ -40,5 +44,10 @@ void allreduce_run(OpContext& ctx, AllreduceAlgo algo, const void* send, void* r
 
 // The name an OpContext carries for each algorithm (used in errors and by the fault hook).
 const char* allreduce_op_name(AllreduceAlgo algo);
+
+// The shared-memory channel (0: blocking calls, 1: the nonblocking allreduce's progress thread) a
+// call with `requested` runs on, or nullptr for MPI point-to-point (allreduce_wants_shm; attaches
+// the communicator's segment on first use: call it at the same point on every rank).
+ShmSegment::Channel* shm_channel(Communicator& comm, AllreduceAlgo requested, int channel);
 
 }  // namespace ftcc::comm::detail

@@ -16,6 +16,7 @@ const char* to_string(AllreduceAlgo a) {
     case AllreduceAlgo::ring: return "ring";
     case AllreduceAlgo::tree: return "tree";
     case AllreduceAlgo::rhd: return "rhd";
+    case AllreduceAlgo::shm: return "shm";
   }
   return "?";
 }
@@ -25,7 +26,8 @@ AllreduceAlgo parse_allreduce_algo(std::string_view s) {
   if (s == "ring") return AllreduceAlgo::ring;
   if (s == "tree") return AllreduceAlgo::tree;
   if (s == "rhd") return AllreduceAlgo::rhd;
-  FTCC_CHECK(false) << "unknown allreduce algorithm '" << std::string(s) << "' (ring, tree, rhd, auto)";
+  if (s == "shm") return AllreduceAlgo::shm;
+  FTCC_CHECK(false) << "unknown allreduce algorithm '" << std::string(s) << "' (ring, tree, rhd, shm, auto)";
   return AllreduceAlgo::automatic;
 }
 
@@ -57,15 +59,27 @@ AllreduceAlgo select_allreduce_algo(std::size_t bytes, int ranks) {
   return AllreduceAlgo::ring;
 }
 
-AllreduceAlgo resolve_allreduce_algo(AllreduceAlgo requested, std::size_t bytes, int ranks) {
-  if (requested != AllreduceAlgo::automatic) return requested;
-  // Read on every call (a test switches it between calls).
+namespace {
+// FTCC_ALLREDUCE_ALGO, read on every call (a test switches it between calls); automatic if unset.
+AllreduceAlgo env_algo() {
   // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; nothing in ftcc calls setenv
-  if (const char* env = std::getenv("FTCC_ALLREDUCE_ALGO"); env && *env) {
-    const AllreduceAlgo a = parse_allreduce_algo(env);
-    if (a != AllreduceAlgo::automatic) return a;
-  }
+  const char* env = std::getenv("FTCC_ALLREDUCE_ALGO");
+  return env && *env ? parse_allreduce_algo(env) : AllreduceAlgo::automatic;
+}
+bool point_to_point(AllreduceAlgo a) {
+  return a == AllreduceAlgo::ring || a == AllreduceAlgo::tree || a == AllreduceAlgo::rhd;
+}
+}  // namespace
+
+AllreduceAlgo resolve_allreduce_algo(AllreduceAlgo requested, std::size_t bytes, int ranks) {
+  if (point_to_point(requested)) return requested;
+  if (const AllreduceAlgo a = env_algo(); point_to_point(a)) return a;
   return select_allreduce_algo(bytes, ranks);
+}
+
+bool allreduce_wants_shm(AllreduceAlgo requested) {
+  if (requested != AllreduceAlgo::automatic) return requested == AllreduceAlgo::shm;
+  return !point_to_point(env_algo());
 }
 
 namespace detail {
@@ -75,6 +89,7 @@ const char* allreduce_op_name(AllreduceAlgo algo) {
     case AllreduceAlgo::ring: return "ring_allreduce";
     case AllreduceAlgo::tree: return "tree_allreduce";
     case AllreduceAlgo::rhd: return "rhd_allreduce";
+    case AllreduceAlgo::shm: return "shm_allreduce";
     case AllreduceAlgo::automatic: break;
   }
   return "allreduce";
@@ -86,20 +101,31 @@ void allreduce_run(OpContext& ctx, AllreduceAlgo algo, const void* send, void* r
     case AllreduceAlgo::ring: ring_allreduce_run(ctx, send, recv, count, dtype, op, o.segment_bytes, o.window); return;
     case AllreduceAlgo::tree: tree_allreduce_run(ctx, send, recv, count, dtype, op, o.segment_bytes, o.window); return;
     case AllreduceAlgo::rhd: rhd_allreduce_run(ctx, send, recv, count, dtype, op); return;
+    case AllreduceAlgo::shm:  // runs on a channel: shm_allreduce_run
     case AllreduceAlgo::automatic: break;
   }
-  FTCC_CHECK(false) << "allreduce_run needs a resolved algorithm";
+  FTCC_CHECK(false) << "allreduce_run needs a resolved point-to-point algorithm";
+}
+
+ShmSegment::Channel* shm_channel(Communicator& comm, AllreduceAlgo requested, int channel) {
+  if (!allreduce_wants_shm(requested)) return nullptr;
+  ShmSegment* s = comm.shared_memory();
+  return s ? &s->channel(channel) : nullptr;
 }
 
 }  // namespace detail
 
 void allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                const AllreduceOptions& o) {
-  const AllreduceAlgo algo = resolve_allreduce_algo(o.algo, count * dtype_size(dtype), comm.size());
+  detail::ShmSegment::Channel* ch = detail::shm_channel(comm, o.algo, 0);
+  const AllreduceAlgo algo = ch ? AllreduceAlgo::shm : resolve_allreduce_algo(o.algo, count * dtype_size(dtype), comm.size());
   OpContext ctx(comm, detail::allreduce_op_name(algo), o.timeout_s);
   const std::size_t bytes = count * dtype_size(dtype);
   detail::with_host_buffers(send, bytes, recv, send && send != recv ? 0 : bytes, bytes, [&](const void* s, void* r) {
-    detail::allreduce_run(ctx, algo, s ? s : r, r, count, dtype, op, o);
+    if (ch)
+      detail::shm_allreduce_run(ctx, *ch, s ? s : r, r, count, dtype, op);
+    else
+      detail::allreduce_run(ctx, algo, s ? s : r, r, count, dtype, op, o);
   });
 }
 

@@ -54,7 +54,10 @@ bool mpi_thread_multiple() {
 
 AllreduceRequest allreduce_async(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype,
                                  ReduceOp op, const AllreduceOptions& o) {
-  const AllreduceAlgo algo = resolve_allreduce_algo(o.algo, count * dtype_size(dtype), comm.size());
+  // The channel for the progress thread's calls (attached here, on the caller's thread, where the
+  // order of collectives is the same on every rank).
+  detail::ShmSegment::Channel* ch = detail::shm_channel(comm, o.algo, 1);
+  const AllreduceAlgo algo = ch ? AllreduceAlgo::shm : resolve_allreduce_algo(o.algo, count * dtype_size(dtype), comm.size());
   AllreduceRequest req;
   req.state_ = std::make_shared<AllreduceRequest::State>();
   // The job keeps the state alive until it has finished notifying: a waiter that sees `done` may
@@ -66,13 +69,16 @@ AllreduceRequest allreduce_async(Communicator& comm, const void* send, void* rec
   const double timeout = comm.resolve_timeout(o.timeout_s);
   const FaultHook* hook = comm.fault_hook();
   if (!send) send = recv;
-  auto body = [st, tag, timeout, hook, algo, send, recv, count, dtype, op, o] {
+  auto body = [st, tag, timeout, hook, algo, ch, send, recv, count, dtype, op, o] {
     std::exception_ptr error;
     try {
       OpContext ctx(*st->transport, tag, timeout, detail::allreduce_op_name(algo), hook, st->scratch);
       const std::size_t bytes = count * dtype_size(dtype);
       detail::with_host_buffers(send, bytes, recv, send != recv ? 0 : bytes, bytes, [&](const void* s, void* r) {
-        detail::allreduce_run(ctx, algo, s ? s : r, r, count, dtype, op, o);
+        if (ch)
+          detail::shm_allreduce_run(ctx, *ch, s ? s : r, r, count, dtype, op);
+        else
+          detail::allreduce_run(ctx, algo, s ? s : r, r, count, dtype, op, o);
       });
     } catch (...) {
       error = std::current_exception();

@@ -18,8 +18,12 @@
 //   tree_allreduce    pipelined binomial-tree reduce to rank 0 + pipelined broadcast (latency)
 //   rhd_allreduce     recursive halving reduce-scatter + recursive doubling allgather
 //                     (Rabenseifner; 2 log2(n) steps); small messages: recursive doubling
-//   allreduce         picks one of them by size and rank count (select_allreduce_algo), or by
-//                     options.algo, or by FTCC_ALLREDUCE_ALGO=ring|tree|rhd|auto
+//   shm_allreduce     ranks on one host: through a shared-memory segment, each rank reducing
+//                     its slice from every rank's buffer (comm/shm_segment.hpp; FTCC_SHM=0 off)
+//   allreduce         shm when every rank runs on one host, else one of the three above by size
+//                     and rank count (select_allreduce_algo); or options.algo, or
+//                     FTCC_ALLREDUCE_ALGO=ring|tree|rhd|shm|auto (shm falls back to the choice
+//                     by size where the ranks span hosts)
 //   broadcast         binomial tree, or pipelined chain for large messages on more than 4 ranks
 //   reduce            pipelined binomial tree
 //   reduce_scatter    recursive halving (small, 2^k ranks) or ring; block r lands on rank r
@@ -44,9 +48,9 @@ namespace ftcc::comm {
 
 inline constexpr const void* kInPlace = nullptr;
 
-enum class AllreduceAlgo { automatic, ring, tree, rhd };
+enum class AllreduceAlgo { automatic, ring, tree, rhd, shm };
 const char* to_string(AllreduceAlgo a);
-// "auto", "ring", "tree", "rhd"; throws InvalidArgument.
+// "auto", "ring", "tree", "rhd", "shm"; throws InvalidArgument.
 AllreduceAlgo parse_allreduce_algo(std::string_view s);
 
 struct AllreduceOptions {
@@ -81,12 +85,17 @@ void tree_allreduce(Communicator& comm, const void* send, void* recv, std::size_
 void rhd_allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                    const CollectiveOptions& options = {});
 
-// What `automatic` picks for a message of `bytes` on `ranks` ranks (FTCC_ALLREDUCE_ALGO aside).
-// Thresholds come from ftcc-bench on the development machine: docs/collectives.md.
+// What `automatic` picks over MPI point-to-point for a message of `bytes` on `ranks` ranks
+// (FTCC_ALLREDUCE_ALGO and shared memory aside). Thresholds come from ftcc-bench on the
+// development machine: docs/collectives.md.
 AllreduceAlgo select_allreduce_algo(std::size_t bytes, int ranks);
-// The algorithm a call with `requested` runs: requested if not automatic, else the environment
-// (FTCC_ALLREDUCE_ALGO), else select_allreduce_algo.
+// The point-to-point algorithm a call with `requested` runs when it does not run on shared memory:
+// requested if ring, tree or rhd; else the environment's (FTCC_ALLREDUCE_ALGO) if one of those;
+// else select_allreduce_algo.
 AllreduceAlgo resolve_allreduce_algo(AllreduceAlgo requested, std::size_t bytes, int ranks);
+// Whether a call with `requested` runs on shared memory where the communicator has it: shm, or
+// automatic with FTCC_ALLREDUCE_ALGO unset, auto or shm.
+bool allreduce_wants_shm(AllreduceAlgo requested);
 
 // ---- the others -----------------------------------------------------------------------------
 // buf holds count elements on root on entry and on every rank on return.

@@ -17,6 +17,7 @@
 #include "ftcc/comm/mpi_check.hpp"
 #include "ftcc/comm/mpi_transport.hpp"
 #include "ftcc/comm/op_context.hpp"
+#include "ftcc/comm/shm_segment.hpp"
 #include "ftcc/comm/ulfm.hpp"
 
 namespace ftcc::comm {
@@ -89,7 +90,7 @@ void Communicator::init() {
   rank_ = transport_->rank();
   size_ = transport_->size();
   scratch_ = std::make_unique<Scratch>();
-  tag_span_ = tags_used(transport_->tag_upper_bound()) - kMaxUserTag;
+  tag_span_ = tags_used(transport_->tag_upper_bound()) - kMaxUserTag - 1;  // the last: liveness_tag()
   FTCC_CHECK(tag_span_ > 0) << "tag upper bound " << transport_->tag_upper_bound() << " too small";
 }
 
@@ -115,7 +116,9 @@ Communicator::Communicator(Communicator&& o) noexcept
       seq_(o.seq_),
       tag_span_(o.tag_span_),
       hook_(std::move(o.hook_)),
-      progress_(std::move(o.progress_)) {
+      progress_(std::move(o.progress_)),
+      shm_(std::move(o.shm_)),
+      shm_tried_(o.shm_tried_) {
   o.comm_ = MPI_COMM_NULL;
   o.owned_ = false;
 }
@@ -130,6 +133,7 @@ Communicator& Communicator::operator=(Communicator&& o) noexcept {
 
 Communicator::~Communicator() {
   progress_.reset();   // runs what is still queued (ends at once on a revoked communicator), joins
+  shm_.reset();        // after the progress thread: its jobs use the segment's second channel
   transport_.reset();  // abandons anything still outstanding before the communicator goes
   int finalized = 0;
   MPI_Finalized(&finalized);  // a Communicator that outlives MPI_Finalize must not touch MPI
@@ -146,6 +150,14 @@ Communicator::~Communicator() {
   }
   if (revoked) return;
   MPI_Comm_free(&comm_);
+}
+
+detail::ShmSegment* Communicator::shared_memory() {
+  if (!shm_tried_) {
+    shm_tried_ = true;  // also when attaching throws: the communicator is then lost anyway
+    shm_ = detail::ShmSegment::attach(*this);
+  }
+  return shm_.get();
 }
 
 detail::ProgressThread& Communicator::progress() {

@@ -43,6 +43,7 @@ namespace ftcc::comm {
 
 namespace detail {
 class ProgressThread;  // comm/progress_thread.hpp
+class ShmSegment;      // comm/shm_segment.hpp
 }
 
 using FaultHook = std::function<void(const char* op, int step)>;
@@ -162,6 +163,14 @@ class Communicator {
   int collective_tag_span() const { return tag_span_; }
   // The thread of this communicator's nonblocking collectives (started on first use).
   detail::ProgressThread& progress();
+  // The shared-memory segment of this communicator when all its ranks run on one host
+  // (comm/shm_segment.hpp), else nullptr. The first call attaches it and is collective: the
+  // allreduce calls make it at the same point of every rank's collective sequence.
+  detail::ShmSegment* shared_memory();
+  // True once shared_memory() attached a segment (the allreduce then runs through it).
+  bool uses_shared_memory() const { return shm_ != nullptr; }
+  // The tag of the segment's liveness receives, just past the collective tags: nothing sends on it.
+  int liveness_tag() const { return kMaxUserTag + tag_span_; }
 
  private:
   friend class P2PRequest;
@@ -177,6 +186,8 @@ class Communicator {
   int tag_span_ = 1;
   FaultHook hook_;
   std::unique_ptr<detail::ProgressThread> progress_;
+  std::unique_ptr<detail::ShmSegment> shm_;
+  bool shm_tried_ = false;
 };
 
 }  // namespace ftcc::comm

@@ -58,8 +58,7 @@ double OpContext::elapsed_s() const {
 }
 
 OpContext::Handle OpContext::isend(const void* buf, std::size_t bytes, int peer) {
-  if (hook_) (*hook_)(op_, step_);
-  ++step_;
+  before_send();
   const Handle h = t_.isend(buf, bytes, peer, tag_, op_);
   pending_.push_back({h, peer, false, nullptr, 0});
   return h;
@@ -141,6 +140,7 @@ void OpContext::idle() {
 void OpContext::throw_timeout() {
   // Receives first: a peer that never sent is the usual culprit; then peers that never received.
   std::vector<int> peers;
+  if (pending_.empty() && waiting_for_ >= 0) peers.push_back(waiting_for_);
   for (bool want_recv : {true, false})
     for (const Pending& p : pending_)
       if (p.recv == want_recv && std::find(peers.begin(), peers.end(), p.peer) == peers.end())

@@ -44,6 +44,17 @@ class OpContext {
 
   // Call after a polling round that completed nothing; resets with progressed().
   void idle();
+  // idle() for a wait on shared memory (no pending request): a Timeout names `peer`.
+  void idle_waiting_for(int peer) {
+    waiting_for_ = peer;
+    idle();
+  }
+  // What isend does before posting: the fault hook (op, step), and the step count. For algorithms
+  // whose "send" is a store to shared memory.
+  void before_send() {
+    if (hook_) (*hook_)(op_, step_);
+    ++step_;
+  }
   void progressed() { idle_rounds_ = 0; }
   double elapsed_s() const;
 
@@ -71,6 +82,7 @@ class OpContext {
   int rank_, size_;
   int step_ = 0;
   unsigned idle_rounds_ = 0;
+  int waiting_for_ = -1;  // idle_waiting_for's peer
   std::chrono::steady_clock::time_point start_, deadline_;
   std::vector<Pending> pending_;
 };

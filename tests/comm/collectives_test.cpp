@@ -164,6 +164,36 @@ void allreduce_all_dtypes(Communicator& comm, AllreduceAlgo algo) {
 TEST_F(Collectives, RingAllreduce) { allreduce_all_dtypes(comm, AllreduceAlgo::ring); }
 TEST_F(Collectives, TreeAllreduce) { allreduce_all_dtypes(comm, AllreduceAlgo::tree); }
 TEST_F(Collectives, RhdAllreduce) { allreduce_all_dtypes(comm, AllreduceAlgo::rhd); }
+// Shared memory (every rank of these runs is on this host): every dtype, op and edge count, in
+// place and not, several rounds (kBig is larger than a slot), checked against MPI_Allreduce.
+TEST_F(Collectives, ShmAllreduce) {
+  allreduce_all_dtypes(comm, AllreduceAlgo::shm);
+  EXPECT_EQ(comm.uses_shared_memory(), n > 1) << "the ranks of one host did not attach a segment";
+}
+
+// Blocking calls (channel 0) while nonblocking ones run on the progress thread (channel 1), and
+// many rounds in a row, both generations of slots reused many times.
+TEST_F(Collectives, ShmBlockingAndNonblockingTogether) {
+  AllreduceOptions o;
+  o.algo = AllreduceAlgo::shm;
+  for (int iter = 0; iter < 20; ++iter) {
+    const std::size_t big = 3 * 1024 * 1024 / 4 + 7 * static_cast<std::size_t>(iter);  // about 1.5 rounds
+    std::vector<float> a(big), b(1000 + static_cast<std::size_t>(iter));
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>((comm.rank() + 1) * ((i + iter) % 1000));
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(comm.rank() * 3 + i % 7);
+    auto req = allreduce_async(comm, kInPlace, a.data(), a.size(), DType::f32, ReduceOp::sum, o);
+    std::int64_t s = comm.rank() + 1;
+    allreduce(comm, kInPlace, &s, 1, DType::i64, ReduceOp::sum, o);
+    allreduce(comm, kInPlace, b.data(), b.size(), DType::f32, ReduceOp::max, o);
+    req.wait();
+    ASSERT_EQ(s, static_cast<std::int64_t>(n) * (n + 1) / 2);
+    const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
+    for (std::size_t i = 0; i < a.size(); ++i)
+      ASSERT_EQ(a[i], ranks_sum * static_cast<float>((i + iter) % 1000)) << "iter " << iter << " i " << i;
+    for (std::size_t i = 0; i < b.size(); ++i) ASSERT_EQ(b[i], static_cast<float>((n - 1) * 3 + i % 7));
+  }
+}
+
 TEST_F(Collectives, AutoAllreduce) {
   for (std::size_t count : {std::size_t{1}, std::size_t{3000}, std::size_t{300000}, kBig})
     allreduce_case<float>(comm, AllreduceAlgo::automatic, count, ReduceOp::sum, false, 0, count);
@@ -392,12 +422,12 @@ TEST_F(Collectives, CollectiveWithSilentPeerTimesOut) {
 // FaultDetected quickly (not by Timeout), then revoke so that ranks not adjacent to the dead one
 // stop too. That is the contract the recovery layer builds on.
 void expect_survivors_see_failure(const std::function<void(Communicator&, std::vector<float>&)>& collective,
-                                  int kill_step) {
+                                  int kill_step, int victim = 2, const char* only_in = nullptr) {
   ASSERT_EQ(world_size(), 4) << "run with 4 ranks";
   Communicator comm = Communicator::duplicate(MPI_COMM_WORLD, CommOptions{60});
-  if (comm.rank() == 2)
-    comm.set_fault_hook([kill_step](const char*, int step) {
-      if (step == kill_step) std::raise(SIGKILL);
+  if (comm.rank() == victim)
+    comm.set_fault_hook([kill_step, only_in](const char* op, int step) {
+      if (step == kill_step && (only_in == nullptr || std::strcmp(op, only_in) == 0)) std::raise(SIGKILL);
     });
   // Static: after the failure Open MPI may still read the buffer of a send we abandoned (a
   // rendezvous whose ACK arrives late), even during the harness's final agreement; freeing it
@@ -469,6 +499,40 @@ TEST(CollectivesKill, RhdAllreduceSurvivorsSeeTheFailure) {
         rhd_allreduce(c, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum);
       },
       1);
+}
+
+// Shared memory: the victim raises its flag for the kill_step-th time, then dies; the survivors
+// wait on shared memory, and learn of the death from the liveness receives (not by Timeout).
+// 1 Mi floats take 2 rounds of 2 flags each: step 2 dies between rounds, step 1 after its own
+// slice was reduced but before the others copied the result.
+void shm_allreduce_of(Communicator& c, std::vector<float>& v) {
+  AllreduceOptions o;
+  o.algo = AllreduceAlgo::shm;
+  allreduce(c, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
+  ASSERT_TRUE(c.uses_shared_memory());
+}
+// (only_in: the segment's set-up runs collectives of its own, which also call the hook.)
+TEST(CollectivesKill, ShmAllreduceSurvivorsSeeTheFailure) {
+  expect_survivors_see_failure(shm_allreduce_of, 2, 2, "shm_allreduce");
+}
+TEST(CollectivesKill, ShmRankZeroDiesSurvivorsSeeTheFailure) {
+  expect_survivors_see_failure(shm_allreduce_of, 1, 0, "shm_allreduce");
+}
+TEST(CollectivesKill, ShmNonblockingSurvivorsSeeTheFailure) {
+  expect_survivors_see_failure(
+      [](Communicator& c, std::vector<float>& v) {
+        AllreduceOptions o;
+        o.algo = AllreduceAlgo::shm;
+        auto req = allreduce_async(c, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
+        req.wait();
+      },
+      3, 2, "shm_allreduce");
+}
+
+// A rank that dies while the segment is being set up (rank 0, in the agreement after it created
+// the object and before it unlinks it): the survivors see the failure.
+TEST(CollectivesKill, ShmSetupRankZeroDies) {
+  expect_survivors_see_failure(shm_allreduce_of, 0, 0, "rhd_allreduce");
 }
 
 TEST(CollectivesKill, NonblockingAllreduceSurvivorsSeeTheFailure) {

@@ -43,9 +43,10 @@ def snapshot(folder):
     return out
 
 
-def job(n, *args, timeout=180):
+def job(n, *args, timeout=180, env=None):
     cmd = [RUN, "-n", str(n), *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                       env=None if env is None else {**os.environ, **env})
     out = p.stdout + p.stderr
     summary = None
     for line in p.stdout.splitlines():
@@ -120,11 +121,28 @@ elif case == "segv_every_rank":
 
 elif case == "every_rank_killed":
     w = Workspace()
+    job_dir = os.path.join(w.tmp, "job")  # named, so this job's shared-memory names are known
     rc, out, _ = job(3, TRAIN, *MODEL, "--steps", "12", *w.train_args(),
-                     *[a for r in range(3) for a in ("--inject", f"kill:rank={r}:step=5")])
+                     *[a for r in range(3) for a in ("--inject", f"kill:rank={r}:step=5")], env={"FTCC_JOB_DIR": job_dir})
     expect(rc, 5, out, line="ftcc-run: every rank was lost before the job finished")
     check(out.count("killed (no record") == 3, "the line says each of the 3 ranks was killed")
+    left = [f for f in os.listdir("/dev/shm") if f.startswith("ftcc-shm.job.")]
+    check(not left, f"nothing of the job's is left in /dev/shm ({left})")
     w.check_kept(new_checkpoints_allowed=False)
+
+elif case == "shm_setup_killed":
+    # Rank 0 dies inside a shared-memory segment's set-up, after creating the object and before
+    # unlinking it: the survivors see the failure, and ftcc-run removes the name after the job.
+    tmp = tempfile.mkdtemp(prefix="ftcc-exit-status-")
+    job_dir = os.path.join(tmp, "shmjob")
+    rc, out, _ = job(4, os.path.join(build, "tests", "comm", "comm_collectives_test"),
+                     "--gtest_filter=CollectivesKill.ShmSetupRankZeroDies", "--ftcc-expect-killed=1",
+                     env={"FTCC_JOB_DIR": job_dir})
+    check("survivors all passed: PASS" in out, "the survivors saw the failure")
+    check(once(out, "ftcc-run: removed 1 shared-memory object(s)") and "/dev/shm/ftcc-shm.shmjob." in out,
+          "ftcc-run removed the object rank 0 left, and said so once")
+    left = [f for f in os.listdir("/dev/shm") if f.startswith("ftcc-shm.shmjob.")]
+    check(not left, f"nothing of the job's is left in /dev/shm ({left})")
 
 elif case == "embed_exit_all":
     rc, out, _ = job(3, PROG, "exit-all")

@@ -1,0 +1,233 @@
+#include "ftcc/comm/shm_segment.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "ftcc/base/error.hpp"
+#include "ftcc/comm/collectives.hpp"
+#include "ftcc/comm/communicator.hpp"
+#include "ftcc/comm/mpi_check.hpp"
+
+namespace ftcc::comm::detail {
+namespace {
+
+constexpr std::size_t kKeyBytes = 256, kNameBytes = 128;
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+// The whole segment stays within this (both channels, both generations, every rank's slot and the
+// result slot): 36-40 MiB on 4-8 ranks, reserved in tmpfs while the communicator lives.
+constexpr std::size_t kBudgetBytes = 48 * kMiB;
+constexpr std::size_t kMaxSlotBytes = 2 * kMiB, kMinSlotBytes = 64 * 1024;
+char g_liveness_sink = 0;  // the liveness receives' buffer (zero bytes; nothing is ever sent)
+
+std::string read_first_line(const char* path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+std::string namespace_inode(const char* path) {
+  struct stat st{};
+  return ::stat(path, &st) == 0 ? std::to_string(st.st_ino) : std::string("?");
+}
+
+// Letters, digits, '-', '_' and '.' only: a shared-memory name is one path component.
+std::string sanitized(std::string s) {
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  return s;
+}
+
+std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+
+// Unmaps (and, while it still names the object, unlinks) on every path out of attach.
+struct Mapping {
+  void* base = MAP_FAILED;
+  std::size_t bytes = 0;
+  std::string unlink_name;
+  ~Mapping() {
+    if (!unlink_name.empty()) ::shm_unlink(unlink_name.c_str());
+    if (base != MAP_FAILED) ::munmap(base, bytes);
+  }
+};
+
+// Rank 0: creates, sizes and reserves the object. Returns the mapping's address or MAP_FAILED.
+void* create_object(const std::string& name, std::size_t bytes, std::string& error) {
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) {
+    error = std::string("shm_open: ") + std::strerror(errno);
+    return MAP_FAILED;
+  }
+  void* p = MAP_FAILED;
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    error = std::string("ftruncate: ") + std::strerror(errno);
+  } else if (const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); rc != 0) {
+    error = std::string("posix_fallocate (is /dev/shm full?): ") + std::strerror(rc);
+  } else {
+    p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) error = std::string("mmap: ") + std::strerror(errno);
+  }
+  ::close(fd);
+  return p;
+}
+
+void* open_object(const std::string& name, std::size_t bytes) {
+  const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) return MAP_FAILED;
+  struct stat st{};
+  void* p = MAP_FAILED;
+  if (::fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) == bytes)
+    p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  return p;
+}
+
+}  // namespace
+
+std::string ShmSegment::host_identity() {
+  // The kernel (boot id), the file systems (/dev/shm lives in the mount namespace) and the network
+  // namespace (tools/netns-hosts makes each simulated host one; they share the rest).
+  return read_first_line("/proc/sys/kernel/random/boot_id") + "/mnt:" + namespace_inode("/proc/self/ns/mnt") +
+         "/net:" + namespace_inode("/proc/self/ns/net");
+}
+
+std::string ShmSegment::name_prefix() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; nothing in ftcc calls setenv
+  const char* job = std::getenv("FTCC_JOB_DIR");
+  std::string dir = job && *job ? job : "";
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string base = dir.empty() ? "" : dir.substr(dir.find_last_of('/') + 1);
+  return "ftcc-shm." + (base.empty() ? "pid" + std::to_string(::getpid()) : sanitized(base));
+}
+
+std::size_t ShmSegment::slot_bytes_for(int ranks) {
+  const std::size_t slots = static_cast<std::size_t>(kChannels * kGenerations * (ranks + 1));
+  std::size_t s = kMaxSlotBytes;
+  while (s > kMinSlotBytes && s * slots > kBudgetBytes) s /= 2;
+  return s;
+}
+
+std::byte* ShmSegment::Channel::slot(int generation, int r) const {
+  return data_ + (static_cast<std::size_t>(generation) * static_cast<std::size_t>(size_ + 1) + static_cast<std::size_t>(r)) *
+                     slot_bytes_;
+}
+
+void ShmSegment::Channel::check_peers(const char* op) {
+  for (std::size_t p = 0; p < liveness_.size(); ++p) {
+    MPI_Request& r = liveness_[p];
+    if (r == MPI_REQUEST_NULL) continue;
+    int flag = 0;
+    const int rc = MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      int cls = rc;
+      MPI_Error_class(rc, &cls);
+      if (is_fault_class(cls)) {
+        try {
+          throw_mpi_error(rc, comm_, op, __FILE__, __LINE__);
+        } catch (const ProcessFailed& e) {
+          if (!e.failed_ranks().empty()) throw;
+          throw ProcessFailed(e.op(), {static_cast<int>(p)}, e.mpi_error_class());  // the peer it watched
+        }
+      }
+      throw_mpi_error(rc, comm_, op, __FILE__, __LINE__);
+    }
+    if (flag) throw CommError(op, "a message arrived on the shared-memory liveness tag (another program on this communicator?)");
+  }
+}
+
+std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
+  const int n = comm.size(), me = comm.rank();
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; nothing in ftcc calls setenv
+  const char* off = std::getenv("FTCC_SHM");
+  if (comm.raw() == MPI_COMM_NULL || n < 2 || (off && std::string(off) == "0")) return nullptr;
+
+  // 1. One host? Every rank compares the same list, so every rank reaches the same answer.
+  std::array<char, kKeyBytes> key{};
+  const std::string id = host_identity();
+  std::memcpy(key.data(), id.data(), std::min(id.size(), kKeyBytes - 1));
+  std::vector<char> keys(kKeyBytes * static_cast<std::size_t>(n));
+  allgather(comm, key.data(), keys.data(), kKeyBytes, DType::u8);
+  for (int r = 1; r < n; ++r)
+    if (std::memcmp(keys.data(), keys.data() + kKeyBytes * static_cast<std::size_t>(r), kKeyBytes) != 0) return nullptr;
+
+  // 2. Rank 0 creates the object; the others map it; rank 0 unlinks it once all have it.
+  const std::size_t slot = slot_bytes_for(n);
+  const std::size_t flags_bytes = static_cast<std::size_t>(kChannels * 2 * n) * sizeof(Flag);
+  const std::size_t data_at = align_up(flags_bytes, 4096);
+  const std::size_t bytes = data_at + static_cast<std::size_t>(kChannels * kGenerations * (n + 1)) * slot;
+  Mapping m;
+  m.bytes = bytes;
+  std::array<char, kNameBytes> name{};
+  std::string error;
+  if (me == 0) {
+    static std::atomic<unsigned> made{0};
+    const std::string nm = "/" + name_prefix() + "." + std::to_string(::getpid()) + "." + std::to_string(made++);
+    m.base = create_object(nm, bytes, error);
+    m.unlink_name = nm;  // until every rank has it mapped (or on any error)
+    if (m.base != MAP_FAILED) std::memcpy(name.data(), nm.data(), std::min(nm.size(), kNameBytes - 1));
+  }
+  broadcast(comm, name.data(), kNameBytes, DType::u8, 0);
+  if (me != 0 && name[0] != '\0') m.base = open_object(name.data(), bytes);
+  std::int32_t mapped = m.base != MAP_FAILED ? 1 : 0;
+  rhd_allreduce(comm, kInPlace, &mapped, 1, DType::i32, ReduceOp::min);
+  if (me == 0) {
+    ::shm_unlink(m.unlink_name.c_str());  // every rank has mapped it, or given up
+    m.unlink_name.clear();
+  }
+  if (!mapped) return nullptr;
+
+  // 3. The channels, and their liveness receives.
+  std::unique_ptr<ShmSegment> s(new ShmSegment());
+  s->base_ = m.base;
+  s->bytes_ = bytes;
+  m.base = MAP_FAILED;  // the segment owns it now
+  auto* flags = static_cast<Flag*>(s->base_);
+  for (int c = 0; c < kChannels; ++c) {
+    Channel& ch = s->channels_[c];
+    ch.rank_ = me;
+    ch.size_ = n;
+    ch.slot_bytes_ = slot;
+    ch.arrived_ = flags + static_cast<std::size_t>(2 * c * n);
+    ch.reduced_ = flags + static_cast<std::size_t>((2 * c + 1) * n);
+    ch.data_ = static_cast<std::byte*>(s->base_) + data_at +
+               static_cast<std::size_t>(c * kGenerations * (n + 1)) * slot;
+    ch.comm_ = comm.raw();
+    ch.liveness_.assign(static_cast<std::size_t>(n), MPI_REQUEST_NULL);
+    for (int p = 0; p < n; ++p)
+      if (p != me)
+        FTCC_MPI_CHECK(MPI_Irecv(&g_liveness_sink, 0, MPI_BYTE, p, comm.liveness_tag(), comm.raw(),
+                                 &ch.liveness_[static_cast<std::size_t>(p)]),
+                       comm.raw(), "shared-memory liveness receive");
+  }
+  return s;
+}
+
+ShmSegment::~ShmSegment() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  for (Channel& ch : channels_)
+    for (MPI_Request& r : ch.liveness_) {
+      if (r == MPI_REQUEST_NULL || finalized) continue;
+      MPI_Cancel(&r);
+      // A cancelled receive that nothing matched completes at once; give it a moment, no more.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      int flag = 0;
+      while (r != MPI_REQUEST_NULL && MPI_Test(&r, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && !flag &&
+             std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
+    }
+  if (base_) ::munmap(base_, bytes_);
+}
+
+}  // namespace ftcc::comm::detail

@@ -1,0 +1,105 @@
+// comm/shm_segment.hpp: shared memory for the ranks of a communicator that all run on one host
+// (internal to comm/; the allreduce that uses it is comm/shm_allreduce.cpp).
+//
+// ShmSegment::attach(comm) is collective over `comm` (every rank calls it, in the same order as
+// the other collectives): the ranks compare their host identities (kernel boot id, mount and
+// network namespaces, so the simulated hosts of tools/netns-hosts are separate hosts); if all
+// match, rank 0 creates a POSIX shared-memory object named after the job (FTCC_JOB_DIR's name,
+// else its pid), reserves its pages (posix_fallocate: a full /dev/shm is an error now, not a
+// SIGBUS later), every rank maps it, and rank 0 unlinks the name as soon as every rank has it
+// mapped. So nothing is left in /dev/shm by a job, even one whose every rank is killed later; only
+// a kill inside those few milliseconds leaves a name, and tools/ftcc-run removes the job's names
+// when the job ends. Returns nullptr (the caller uses MPI point-to-point) when the ranks are not
+// on one host, when the communicator is not an MPI one, when FTCC_SHM=0, or when any rank could not
+// map the object (each rank learns the same answer). Throws what the collectives throw.
+//
+// A segment holds two channels: channel 0 for the blocking calls on the communicator's thread,
+// channel 1 for the nonblocking allreduce's progress thread; one thread uses a channel at a time.
+// Each channel has per-rank sequence flags and two generations of per-rank slots (double
+// buffering: a collective never waits for the slowest reader of the previous one).
+//
+// Liveness: a shared-memory wait sees no MPI error by itself, so each channel keeps a receive
+// posted from every peer on a tag nothing sends (Communicator::liveness_tag). ULFM completes such
+// a receive in error when that peer fails or the communicator is revoked; the waits test them
+// (check_peers) and throw ProcessFailed / Revoked exactly as a point-to-point collective does.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ftcc::comm {
+
+class Communicator;
+
+namespace detail {
+
+class ShmSegment {
+ public:
+  static constexpr int kChannels = 2;
+  static constexpr int kGenerations = 2;
+
+  // One rank's flags in a channel, each on its own cache line.
+  struct alignas(64) Flag {
+    std::atomic<std::uint64_t> value;
+  };
+
+  // What one collective works with: its rank's view of one channel.
+  class Channel {
+   public:
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+    // Bytes of one slot: the largest piece of a collective handled per round.
+    std::size_t slot_bytes() const { return slot_bytes_; }
+    // Slot `r` of generation g (r == size(): the reduced result).
+    std::byte* slot(int generation, int r) const;
+    Flag& arrived(int r) const { return arrived_[r]; }
+    Flag& reduced(int r) const { return reduced_[r]; }
+    // The sequence number of this channel's next round (the same on every rank).
+    std::uint64_t next_round() { return ++round_; }
+    // Throws ProcessFailed / Revoked when ULFM failed a liveness receive (a peer died, or the
+    // communicator was revoked). `op` names the collective.
+    void check_peers(const char* op);
+
+   private:
+    friend class ShmSegment;
+    int rank_ = 0, size_ = 1;
+    std::size_t slot_bytes_ = 0;
+    std::byte* data_ = nullptr;  // kGenerations x (size + 1) slots
+    Flag* arrived_ = nullptr;
+    Flag* reduced_ = nullptr;
+    std::uint64_t round_ = 0;
+    MPI_Comm comm_ = MPI_COMM_NULL;
+    std::vector<MPI_Request> liveness_;  // one per peer (MPI_REQUEST_NULL for this rank)
+  };
+
+  static std::unique_ptr<ShmSegment> attach(Communicator& comm);
+  ~ShmSegment();
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+
+  Channel& channel(int c) { return channels_[c]; }
+  std::size_t bytes() const { return bytes_; }
+
+  // This process's host identity as compared by attach (exposed for tests).
+  static std::string host_identity();
+  // The shared-memory name prefix of this job's segments (tools/ftcc-run removes "/dev/shm/" + it
+  // + "*" after the job): "ftcc-shm." + the job folder's name, else "ftcc-shm.pid<pid>".
+  static std::string name_prefix();
+  // Slot bytes for `ranks` ranks: the segment stays within about 48 MiB.
+  static std::size_t slot_bytes_for(int ranks);
+
+ private:
+  ShmSegment() = default;
+  void* base_ = nullptr;
+  std::size_t bytes_ = 0;
+  Channel channels_[kChannels];
+};
+
+}  // namespace detail
+}  // namespace ftcc::comm
