@@ -49,6 +49,8 @@ class OpContext {
     waiting_for_ = peer;
     idle();
   }
+  // The receive hook of this call (Communicator::receive_hook() when it started), or nullptr.
+  const ReceiveHook* receive_hook() const { return receive_hook_; }
   // What isend does before posting: the fault hook (op, step), and the step count. For algorithms
   // whose "send" is a store to shared memory.
   void before_send() {

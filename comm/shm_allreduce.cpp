@@ -20,9 +20,13 @@
 // Waits poll the flags with the deadline and back-off of every ftcc wait (OpContext::idle), and,
 // every kLivenessEvery idle rounds, the channel's liveness receives: a dead peer or a revoked
 // communicator ends the wait with ProcessFailed / Revoked, as in the point-to-point algorithms.
-// The fault hook runs before each flag is raised (one "send" per flag).
+// The fault hook runs before each flag is raised (one "send" per flag). The receive hook (fault
+// injection: corruption in transit; set on some ranks only) sees what this rank reads of each
+// peer's slot, as if it had received it: its own slice in place (no other rank reads it), and in
+// the one-synchronisation path, where every rank reads every slot whole, a private copy.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "ftcc/comm/algorithms.hpp"
 #include "ftcc/comm/reduce_kernels.hpp"
@@ -56,14 +60,27 @@ void wait_for_all(OpContext& ctx, Channel& ch, Flag& (Channel::*flag)(int) const
   ctx.progressed();
 }
 
-// out = slot_0 op slot_1 op ... op slot_{n-1} over elements [lo, hi), in rank order.
-void reduce_slots(const Channel& ch, int generation, void* out, std::size_t lo, std::size_t hi, DType dtype,
-                  ReduceOp op) {
+// out = slot_0 op slot_1 op ... op slot_{n-1} over elements [lo, hi), in rank order. With a
+// receive hook, the peers' parts pass through it first: in place when `in_place` (this rank alone
+// reads them), else as copies in the context's scratch.
+void reduce_slots(OpContext& ctx, const Channel& ch, int generation, void* out, std::size_t lo, std::size_t hi,
+                  DType dtype, ReduceOp op, bool in_place) {
   if (hi <= lo) return;
   const std::size_t w = dtype_size(dtype), k = hi - lo;
-  auto at = [&](int r) { return ch.slot(generation, r) + lo * w; };
-  reduce(out, at(0), at(1), k, dtype, op);
-  for (int r = 2; r < ch.size(); ++r) reduce(out, out, at(r), k, dtype, op);
+  std::vector<const std::byte*> from(static_cast<std::size_t>(ch.size()));
+  std::byte* copies = nullptr;
+  const ReceiveHook* hook = ctx.receive_hook();
+  if (hook != nullptr && !in_place) copies = ctx.scratch(static_cast<std::size_t>(ch.size()) * k * w, 1);
+  for (int r = 0; r < ch.size(); ++r) {
+    std::byte* at = ch.slot(generation, r) + lo * w;
+    if (hook != nullptr && r != ch.rank()) {
+      if (copies != nullptr) at = static_cast<std::byte*>(std::memcpy(copies + static_cast<std::size_t>(r) * k * w, at, k * w));
+      (*hook)(ctx.op(), ctx.tag(), at, k * w);
+    }
+    from[static_cast<std::size_t>(r)] = at;
+  }
+  reduce(out, from[0], from[1], k, dtype, op);
+  for (std::size_t r = 2; r < from.size(); ++r) reduce(out, out, from[r], k, dtype, op);
 }
 
 }  // namespace
@@ -84,13 +101,13 @@ void shm_allreduce_run(OpContext& ctx, Channel& ch, const void* send, void* recv
     raise_flag(ctx, ch.arrived(ch.rank()), round);
     wait_for_all(ctx, ch, &Channel::arrived, round);
     if (m * w <= kWholeRoundBytes) {
-      reduce_slots(ch, g, out + at * w, 0, m, dtype, op);
+      reduce_slots(ctx, ch, g, out + at * w, 0, m, dtype, op, false);
       continue;
     }
     const std::size_t slice = (m + n * grain - 1) / (n * grain) * grain;
     const std::size_t lo = std::min(m, static_cast<std::size_t>(ch.rank()) * slice), hi = std::min(m, lo + slice);
     std::byte* result = ch.slot(g, ch.size());
-    reduce_slots(ch, g, result + lo * w, lo, hi, dtype, op);
+    reduce_slots(ctx, ch, g, result + lo * w, lo, hi, dtype, op, true);
     raise_flag(ctx, ch.reduced(ch.rank()), round);
     wait_for_all(ctx, ch, &Channel::reduced, round);
     std::memcpy(out + at * w, result, m * w);

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -150,6 +151,10 @@ struct Bench {
     void* s = sendbuf.data();
     void* r = recvbuf.data();
     const int ic = static_cast<int>(rcount);
+    if (algo == "copy") {  // the memory bound: every rank copies the buffer at once (STREAM's copy)
+      std::memcpy(r, s, rcount * dtype_size(dt));
+      return;
+    }
     if (cfg.op == "allreduce") {
       if (algo == "mpi") {
         check_mpi(MPI_Allreduce(s, r, ic, mpi_datatype(dt), mpi_op(rop), comm.raw()));
@@ -274,7 +279,7 @@ struct Bench {
 
 std::vector<std::string> algos_for(const std::string& op, const std::string& algo) {
   if (algo != "all") return {algo};
-  if (op == "allreduce") return {"mpi", "ring", "tree", "rhd", "auto"};
+  if (op == "allreduce") return {"mpi", "ring", "tree", "rhd", "shm", "auto", "copy"};
   if (op == "broadcast") return {"mpi", "binomial", "chain", "auto"};
   return {"mpi", "auto"};  // reduce_scatter / allgather: ftcc picks recursive halving/doubling or ring
 }
@@ -298,7 +303,8 @@ int main(int argc, char** argv) {
   app.add_option("--op", cfg.op, "collective")
       ->check(CLI::IsMember({"allreduce", "broadcast", "reduce_scatter", "allgather"}));
   app.add_option("--algo", cfg.algo,
-                 "allreduce: ring|tree|rhd|auto|mpi|all; broadcast: binomial|chain|auto|mpi|all; "
+                 "allreduce: ring|tree|rhd|shm|auto|mpi|copy|all (copy: a memcpy of the buffer on every rank at "
+                 "once, the memory bound; its busbw is the copy's GB/s); broadcast: binomial|chain|auto|mpi|all; "
                  "reduce_scatter/allgather: auto|mpi|all (auto: ftcc's choice of recursive or ring)");
   app.add_option("-b,--min-bytes", cfg.min_bytes, "smallest size (K, M, G suffixes)");
   app.add_option("-e,--max-bytes", cfg.max_bytes, "largest size");
@@ -352,7 +358,7 @@ int main(int argc, char** argv) {
       const std::size_t bytes = elems * dtype_size(b.dt);
       std::vector<std::uint64_t> wrongs(algos.size(), 0);
       if (cfg.check)
-        for (std::size_t a = 0; a < algos.size(); ++a) wrongs[a] = b.verify(algos[a], scount, rcount);
+        for (std::size_t a = 0; a < algos.size(); ++a) wrongs[a] = algos[a] == "copy" ? 0 : b.verify(algos[a], scount, rcount);
       const std::vector<double> times = b.time_us(algos, scount, rcount);
       double mpi_us = 0;
       for (std::size_t a = 0; a < algos.size(); ++a)
@@ -363,24 +369,26 @@ int main(int argc, char** argv) {
         total_wrong += wrong;
         const double us = times[a];
         const double algbw = us > 0 ? static_cast<double>(bytes) / (us * 1e3) : 0;
-        const double busbw = algbw * b.bus_factor();
+        const double busbw = algo == "copy" ? algbw : algbw * b.bus_factor();
         std::string label = algo;
         if (cfg.op == "allreduce" && algo == "auto")
-          label += "(" + std::string(to_string(resolve_allreduce_algo(AllreduceAlgo::automatic, bytes, b.n))) + ")";
-        if (algo != "mpi") {
+          label += "(" + std::string(b.comm.uses_shared_memory() && allreduce_wants_shm(AllreduceAlgo::automatic)
+                                         ? "shm"
+                                         : to_string(resolve_allreduce_algo(AllreduceAlgo::automatic, bytes, b.n))) + ")";
+        if (algo != "mpi" && algo != "copy") {
           busbw_sum += busbw;
           ++rows;
         }
         if (rank == 0) {
           char ratio[32] = "";
-          if (compare && algo != "mpi" && us > 0) std::snprintf(ratio, sizeof ratio, "%.2f", mpi_us / us);
+          if (compare && algo != "mpi" && algo != "copy" && us > 0) std::snprintf(ratio, sizeof ratio, "%.2f", mpi_us / us);
           std::printf("%12zu %12zu %5s %-12s %11.1f %11.3f %11.3f %7llu %7s\n", bytes, elems, cfg.dtype.c_str(),
                       label.c_str(), us, algbw, busbw, static_cast<unsigned long long>(wrong), ratio);
           std::fflush(stdout);
           nlohmann::json row = {{"bytes", bytes},   {"count", elems}, {"dtype", cfg.dtype}, {"algo", algo},
                                 {"label", label},   {"time_us", us},  {"algbw_GBps", algbw}, {"busbw_GBps", busbw},
                                 {"wrong", wrong}};
-          if (compare && algo != "mpi" && us > 0) row["vs_mpi"] = mpi_us / us;
+          if (compare && algo != "mpi" && algo != "copy" && us > 0) row["vs_mpi"] = mpi_us / us;
           results.push_back(row);
         }
       }

@@ -26,10 +26,11 @@ HAVE_ULFM = os.environ.get("FTCC_TEST_HAVE_ULFM", "1") == "1"
 FT_OPT = [] if HAVE_ULFM else ["--no-fault-tolerance"]
 
 
-def run(n, *args, expect_rc=0, timeout=120):
+def run(n, *args, expect_rc=0, timeout=120, env=None):
     """(summary, process) of one job; expect_rc=None leaves the exit status to the caller's check."""
     cmd = [run_cmd, "-n", str(n), train, "--quiet", *FT_OPT, *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, errors="backslashreplace", timeout=timeout)
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="backslashreplace", timeout=timeout,
+                       env=None if env is None else {**os.environ, **env})
     if expect_rc is not None and p.returncode != expect_rc:
         sys.exit(f"FAIL: {' '.join(cmd)}\n  exit {p.returncode}, expected {expect_rc}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     summary = None
@@ -1441,15 +1442,21 @@ def stragglers():
 # incoming links, R leaves, the step is redone; the SHA-256 still equals the fault-free run's),
 # "stops" (two ranks: the probe names both ends of the one link: exit 4), "unseen" (without
 # --verify-reductions a corrupted sum that every replica applies passes the vote: the SHA-256
-# differs, which shows the rows above can fail). --deterministic rows compare SHA-256s; the float
-# row (no --deterministic: the bound of float rounding, overlapped buckets) compares the loss.
+# differs, which shows the rows above can fail), "voted" (the same, on one host's shared memory:
+# there every rank reduces a small bucket itself, so the flip changes rank 1's copy only, and the
+# replicas' vote catches it and rolls back: the SHA-256 equals the fault-free run's). "--p2p" runs
+# the row's collectives over MPI point-to-point (FTCC_SHM=0) instead of shared memory.
+# --deterministic rows compare SHA-256s; the float row (no --deterministic: the bound of float
+# rounding, overlapped buckets) compares the loss.
 TRANSIT_MODEL = [*CORRUPTION_MODEL, "--verify-every", "10", "--verify-at-rest", "off"]
 TRANSIT_RUNS = [
     ("dp", 3, ["--deterministic"], "wireflip:rank=1:step=12", ("right",)),
     ("dp", 3, ["--deterministic"], "wireflip:rank=1:step=12:times=1000", ("excluded", 1)),
     ("dp", 5, ["--deterministic", "--spares", "1"], "wireflip:rank=2:step=12:times=1000", ("excluded", 2)),
     ("dp", 2, ["--deterministic"], "wireflip:rank=1:step=12:times=1000", ("stops",)),
-    ("dp", 2, ["--deterministic", "--no-verify-reductions"], "wireflip:rank=1:step=12", ("unseen",)),
+    ("dp", 2, ["--deterministic", "--no-verify-reductions", "--p2p"], "wireflip:rank=1:step=12", ("unseen",)),
+    ("dp", 2, ["--deterministic", "--no-verify-reductions"], "wireflip:rank=1:step=12", ("voted",)),
+    ("dp", 3, ["--deterministic", "--p2p"], "wireflip:rank=1:step=12:times=1000", ("excluded", 1)),
     ("dp,pp", 4, ["--deterministic"], "wireflip:rank=1:step=12", ("right",)),
     ("dp,pp", 6, ["--deterministic"], "wireflip:rank=2:step=12:times=1000", ("excluded", 2)),
     ("dp,tp", 6, ["--deterministic"], "wireflip:rank=3:step=12:times=1000", ("excluded", 3)),
@@ -1462,7 +1469,8 @@ def corruption_in_transit():
     for mode, ranks, flags, fault, expected in TRANSIT_RUNS:
         det = "--deterministic" in flags
         verify = "--no-verify-reductions" not in flags
-        flags = [f for f in flags if f != "--no-verify-reductions"]
+        env = {"FTCC_SHM": "0"} if "--p2p" in flags else None
+        flags = [f for f in flags if f not in ("--no-verify-reductions", "--p2p")]
         args = [*TRANSIT_MODEL, *CORRUPTION_MODES[mode], *flags]
         key = (mode, det, ranks if not det else 0)
         if key not in bases:  # --deterministic: one SHA-256 on any grid; float: the same rank count
@@ -1470,11 +1478,12 @@ def corruption_in_transit():
                                 *TRANSIT_MODEL, *CORRUPTION_MODES[mode], *[f for f in flags if f == "--deterministic"])
         base = bases[key]
         spares = int(flags[flags.index("--spares") + 1]) if "--spares" in flags else 0
-        what = f"{mode} on {ranks} ranks {' '.join(flags)} {'--verify-reductions ' if verify else ''}{fault}"
+        what = (f"{mode} on {ranks} ranks {' '.join(flags)} {'--verify-reductions ' if verify else ''}{fault}"
+                f"{' (FTCC_SHM=0)' if env else ''}")
         with tempfile.TemporaryDirectory() as d:
             log = os.path.join(d, "run.jsonl")
             s, p = run(ranks, *args, *(["--verify-reductions"] if verify else []), "--inject", fault, "--log-json", log,
-                       expect_rc=None)
+                       expect_rc=None, env=env)
             events = [json.loads(l) for l in open(log)] if os.path.exists(log) else []
         found = [e for e in events if e["event"] == "reduction_mismatch"]
         votes = [e for e in events if e["event"] == "replica_mismatch"]
@@ -1490,6 +1499,10 @@ def corruption_in_transit():
         if expected[0] == "unseen":
             check(not found and not votes and s["param_sha256"] != base["param_sha256"],
                   f"{what}: no event ({found}, {votes}), final SHA-256 differs from the fault-free run's")
+            continue
+        if expected[0] == "voted":
+            check(not found and len(votes) == 1 and s["param_sha256"] == base["param_sha256"],
+                  f"{what}: no reduction event ({found}), one replica vote ({votes}), final SHA-256 equals the fault-free run's")
             continue
         if det:
             check(s["param_sha256"] == base["param_sha256"],
