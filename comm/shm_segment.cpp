@@ -8,16 +8,14 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <thread>
 
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/communicator.hpp"
-#include "ftcc/comm/mpi_check.hpp"
 
 namespace ftcc::comm::detail {
 namespace {
@@ -125,24 +123,18 @@ std::byte* ShmSegment::Channel::slot(int generation, int r) const {
 
 void ShmSegment::Channel::check_peers(const char* op) {
   for (std::size_t p = 0; p < liveness_.size(); ++p) {
-    MPI_Request& r = liveness_[p];
-    if (r == MPI_REQUEST_NULL) continue;
-    int flag = 0;
-    const int rc = MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      int cls = rc;
-      MPI_Error_class(rc, &cls);
-      if (is_fault_class(cls)) {
-        try {
-          throw_mpi_error(rc, comm_, op, __FILE__, __LINE__);
-        } catch (const ProcessFailed& e) {
-          if (!e.failed_ranks().empty()) throw;
-          throw ProcessFailed(e.op(), {static_cast<int>(p)}, e.mpi_error_class());  // the peer it watched
-        }
-      }
-      throw_mpi_error(rc, comm_, op, __FILE__, __LINE__);
+    if (!posted_[p]) continue;
+    bool done = false;
+    try {
+      done = transport_->test(liveness_[p], op);  // throws ProcessFailed / Revoked, naming the peer
+    } catch (...) {
+      posted_[p] = false;  // the transport released it
+      throw;
     }
-    if (flag) throw CommError(op, "a message arrived on the shared-memory liveness tag (another program on this communicator?)");
+    if (done) {
+      posted_[p] = false;
+      throw CommError(op, "a message arrived on the shared-memory liveness tag (another program on this communicator?)");
+    }
   }
 }
 
@@ -172,8 +164,13 @@ std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
   std::string error;
   if (me == 0) {
     static std::atomic<unsigned> made{0};
-    const std::string nm = "/" + name_prefix() + "." + std::to_string(::getpid()) + "." + std::to_string(made++);
+    std::string nm = "/";
+    nm += name_prefix();
+    nm += "." + std::to_string(::getpid()) + "." + std::to_string(made++);
     m.base = create_object(nm, bytes, error);
+    if (m.base == MAP_FAILED)
+      std::fprintf(stderr, "ftcc: no shared memory for this communicator's allreduce (%s of %zu bytes: %s); it goes over "
+                   "MPI point-to-point\n", nm.c_str(), bytes, error.c_str());
     m.unlink_name = nm;  // until every rank has it mapped (or on any error)
     if (m.base != MAP_FAILED) std::memcpy(name.data(), nm.data(), std::min(nm.size(), kNameBytes - 1));
   }
@@ -202,31 +199,25 @@ std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
     ch.reduced_ = flags + static_cast<std::size_t>((2 * c + 1) * n);
     ch.data_ = static_cast<std::byte*>(s->base_) + data_at +
                static_cast<std::size_t>(c * kGenerations * (n + 1)) * slot;
-    ch.comm_ = comm.raw();
-    ch.liveness_.assign(static_cast<std::size_t>(n), MPI_REQUEST_NULL);
+    ch.transport_ = comm.transport().clone();
+    ch.liveness_.assign(static_cast<std::size_t>(n), 0);
+    ch.posted_.assign(static_cast<std::size_t>(n), false);
     for (int p = 0; p < n; ++p)
-      if (p != me)
-        FTCC_MPI_CHECK(MPI_Irecv(&g_liveness_sink, 0, MPI_BYTE, p, comm.liveness_tag(), comm.raw(),
-                                 &ch.liveness_[static_cast<std::size_t>(p)]),
-                       comm.raw(), "shared-memory liveness receive");
+      if (p != me) {
+        ch.liveness_[static_cast<std::size_t>(p)] =
+            ch.transport_->irecv(&g_liveness_sink, 0, p, comm.liveness_tag(), "shared-memory liveness receive");
+        ch.posted_[static_cast<std::size_t>(p)] = true;
+      }
   }
   return s;
 }
 
 ShmSegment::~ShmSegment() {
   int finalized = 0;
-  MPI_Finalized(&finalized);
+  MPI_Finalized(&finalized);  // a communicator that outlives MPI_Finalize must not touch MPI
   for (Channel& ch : channels_)
-    for (MPI_Request& r : ch.liveness_) {
-      if (r == MPI_REQUEST_NULL || finalized) continue;
-      MPI_Cancel(&r);
-      // A cancelled receive that nothing matched completes at once; give it a moment, no more.
-      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-      int flag = 0;
-      while (r != MPI_REQUEST_NULL && MPI_Test(&r, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && !flag &&
-             std::chrono::steady_clock::now() < until)
-        std::this_thread::yield();
-    }
+    for (std::size_t p = 0; p < ch.posted_.size(); ++p)
+      if (ch.posted_[p] && !finalized) ch.transport_->abandon(ch.liveness_[p]);  // cancels the receive
   if (base_) ::munmap(base_, bytes_);
 }
 

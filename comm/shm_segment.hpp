@@ -19,12 +19,12 @@
 // buffering: a collective never waits for the slowest reader of the previous one).
 //
 // Liveness: a shared-memory wait sees no MPI error by itself, so each channel keeps a receive
-// posted from every peer on a tag nothing sends (Communicator::liveness_tag). ULFM completes such
-// a receive in error when that peer fails or the communicator is revoked; the waits test them
-// (check_peers) and throw ProcessFailed / Revoked exactly as a point-to-point collective does.
+// posted from every peer on a tag nothing sends (Communicator::liveness_tag), through its own clone
+// of the communicator's transport (so a sub-group's ranks and tags are mapped as for its other
+// messages: comm/subgroup_transport.hpp). ULFM completes such a receive in error when that peer
+// fails or the communicator is revoked; the waits test them (check_peers) and throw
+// ProcessFailed / Revoked exactly as a point-to-point collective does.
 #pragma once
-
-#include <mpi.h>
 
 #include <atomic>
 #include <cstddef>
@@ -32,6 +32,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "ftcc/comm/transport.hpp"
 
 namespace ftcc::comm {
 
@@ -74,8 +76,9 @@ class ShmSegment {
     Flag* arrived_ = nullptr;
     Flag* reduced_ = nullptr;
     std::uint64_t round_ = 0;
-    MPI_Comm comm_ = MPI_COMM_NULL;
-    std::vector<MPI_Request> liveness_;  // one per peer (MPI_REQUEST_NULL for this rank)
+    std::unique_ptr<Transport> transport_;  // the liveness receives' endpoint
+    std::vector<Transport::Handle> liveness_;
+    std::vector<bool> posted_;  // liveness_[p] is a receive still posted (never for this rank)
   };
 
   static std::unique_ptr<ShmSegment> attach(Communicator& comm);
