@@ -164,9 +164,9 @@ std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
   std::string error;
   if (me == 0) {
     static std::atomic<unsigned> made{0};
-    std::string nm = "/";
-    nm += name_prefix();
-    nm += "." + std::to_string(::getpid()) + "." + std::to_string(made++);
+    char suffix[48];
+    std::snprintf(suffix, sizeof suffix, ".%ld.%u", static_cast<long>(::getpid()), made++);
+    const std::string nm = std::string("/").append(name_prefix()).append(suffix);
     m.base = create_object(nm, bytes, error);
     if (m.base == MAP_FAILED)
       std::fprintf(stderr, "ftcc: no shared memory for this communicator's allreduce (%s of %zu bytes: %s); it goes over "
