@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -68,10 +69,11 @@ void* create_object(const std::string& name, std::size_t bytes, std::string& err
     return MAP_FAILED;
   }
   void* p = MAP_FAILED;
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+  struct statvfs fs{};
+  if (::fstatvfs(fd, &fs) == 0 && static_cast<std::size_t>(fs.f_bavail) * fs.f_frsize < 2 * bytes) {
+    error = "/dev/shm has less than twice that free";
+  } else if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     error = std::string("ftruncate: ") + std::strerror(errno);
-  } else if (const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); rc != 0) {
-    error = std::string("posix_fallocate (is /dev/shm full?): ") + std::strerror(rc);
   } else {
     p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) error = std::string("mmap: ") + std::strerror(errno);
@@ -140,13 +142,14 @@ void ShmSegment::Channel::check_peers(const char* op) {
 
 std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
   const int n = comm.size(), me = comm.rank();
+  if (comm.raw() == MPI_COMM_NULL || n < 2) return nullptr;
   // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; nothing in ftcc calls setenv
   const char* off = std::getenv("FTCC_SHM");
-  if (comm.raw() == MPI_COMM_NULL || n < 2 || (off && std::string(off) == "0")) return nullptr;
 
-  // 1. One host? Every rank compares the same list, so every rank reaches the same answer.
+  // 1. One host? Every rank compares the same list, so every rank reaches the same answer (a rank
+  // with FTCC_SHM=0 takes part too, with a key that matches nobody's: then nobody uses it).
   std::array<char, kKeyBytes> key{};
-  const std::string id = host_identity();
+  const std::string id = off && std::string(off) == "0" ? "FTCC_SHM=0 on rank " + std::to_string(me) : host_identity();
   std::memcpy(key.data(), id.data(), std::min(id.size(), kKeyBytes - 1));
   std::vector<char> keys(kKeyBytes * static_cast<std::size_t>(n));
   allgather(comm, key.data(), keys.data(), kKeyBytes, DType::u8);

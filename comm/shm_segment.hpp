@@ -5,8 +5,9 @@
 // the other collectives): the ranks compare their host identities (kernel boot id, mount and
 // network namespaces, so the simulated hosts of tools/netns-hosts are separate hosts); if all
 // match, rank 0 creates a POSIX shared-memory object named after the job (FTCC_JOB_DIR's name,
-// else its pid), reserves its pages (posix_fallocate: a full /dev/shm is an error now, not a
-// SIGBUS later), every rank maps it, and rank 0 unlinks the name as soon as every rank has it
+// else its pid) if /dev/shm has at least twice its size free (its pages are only taken as the
+// collectives touch them: reserving them all cost 13 ms per 40 MiB, at every recovery; a /dev/shm
+// that fills up later would end a rank with SIGBUS), every rank maps it, and rank 0 unlinks the name as soon as every rank has it
 // mapped. So nothing is left in /dev/shm by a job, even one whose every rank is killed later; only
 // a kill inside those few milliseconds leaves a name, and tools/ftcc-run removes the job's names
 // when the job ends. Returns nullptr (the caller uses MPI point-to-point) when the ranks are not
