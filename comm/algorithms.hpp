@@ -37,6 +37,14 @@ void rhd_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_t
 // Ranks on one host, through a channel of the communicator's shared-memory segment (shm_allreduce.cpp).
 void shm_allreduce_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv, std::size_t count,
                        DType dtype, ReduceOp op);
+// Ranks on several hosts, some with several ranks: shared memory inside each host, point-to-point
+// between the hosts' leaders (hierarchical_allreduce.cpp). The channel's hosts() > 1.
+void hierarchical_allreduce_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv,
+                                std::size_t count, DType dtype, ReduceOp op, const AllreduceOptions& options);
+// Whichever of the two the channel's communicator needs, and its name for the OpContext.
+void channel_allreduce_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv,
+                           std::size_t count, DType dtype, ReduceOp op, const AllreduceOptions& options);
+const char* channel_allreduce_name(const ShmSegment::Channel& channel);
 
 // Runs `algo` (not automatic) with the options' segment size and window.
 void allreduce_run(OpContext& ctx, AllreduceAlgo algo, const void* send, void* recv, std::size_t count, DType dtype,

@@ -107,6 +107,18 @@ void allreduce_run(OpContext& ctx, AllreduceAlgo algo, const void* send, void* r
   FTCC_CHECK(false) << "allreduce_run needs a resolved point-to-point algorithm";
 }
 
+void channel_allreduce_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv,
+                           std::size_t count, DType dtype, ReduceOp op, const AllreduceOptions& options) {
+  if (channel.hosts() > 1)
+    hierarchical_allreduce_run(ctx, channel, send, recv, count, dtype, op, options);
+  else
+    shm_allreduce_run(ctx, channel, send, recv, count, dtype, op);
+}
+
+const char* channel_allreduce_name(const ShmSegment::Channel& channel) {
+  return channel.hosts() > 1 ? "hierarchical_allreduce" : "shm_allreduce";
+}
+
 ShmSegment::Channel* shm_channel(Communicator& comm, AllreduceAlgo requested, int channel) {
   if (!allreduce_wants_shm(requested)) return nullptr;
   ShmSegment* s = comm.shared_memory();
@@ -119,11 +131,11 @@ void allreduce(Communicator& comm, const void* send, void* recv, std::size_t cou
                const AllreduceOptions& o) {
   detail::ShmSegment::Channel* ch = detail::shm_channel(comm, o.algo, 0);
   const AllreduceAlgo algo = ch ? AllreduceAlgo::shm : resolve_allreduce_algo(o.algo, count * dtype_size(dtype), comm.size());
-  OpContext ctx(comm, detail::allreduce_op_name(algo), o.timeout_s);
+  OpContext ctx(comm, ch ? detail::channel_allreduce_name(*ch) : detail::allreduce_op_name(algo), o.timeout_s);
   const std::size_t bytes = count * dtype_size(dtype);
   detail::with_host_buffers(send, bytes, recv, send && send != recv ? 0 : bytes, bytes, [&](const void* s, void* r) {
     if (ch)
-      detail::shm_allreduce_run(ctx, *ch, s ? s : r, r, count, dtype, op);
+      detail::channel_allreduce_run(ctx, *ch, s ? s : r, r, count, dtype, op, o);
     else
       detail::allreduce_run(ctx, algo, s ? s : r, r, count, dtype, op, o);
   });

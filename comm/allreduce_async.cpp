@@ -72,11 +72,12 @@ AllreduceRequest allreduce_async(Communicator& comm, const void* send, void* rec
   auto body = [st, tag, timeout, hook, algo, ch, send, recv, count, dtype, op, o] {
     std::exception_ptr error;
     try {
-      OpContext ctx(*st->transport, tag, timeout, detail::allreduce_op_name(algo), hook, st->scratch);
+      OpContext ctx(*st->transport, tag, timeout, ch ? detail::channel_allreduce_name(*ch) : detail::allreduce_op_name(algo),
+                    hook, st->scratch);
       const std::size_t bytes = count * dtype_size(dtype);
       detail::with_host_buffers(send, bytes, recv, send != recv ? 0 : bytes, bytes, [&](const void* s, void* r) {
         if (ch)
-          detail::shm_allreduce_run(ctx, *ch, s ? s : r, r, count, dtype, op);
+          detail::channel_allreduce_run(ctx, *ch, s ? s : r, r, count, dtype, op, o);
         else
           detail::allreduce_run(ctx, algo, s ? s : r, r, count, dtype, op, o);
       });

@@ -47,7 +47,25 @@ OpContext::OpContext(Transport& transport, int tag, double timeout_s, const char
   pending_.reserve(16);
 }
 
+OpContext::OpContext(OpContext& whole, Transport& transport, const std::vector<int>& names)
+    : t_(transport),
+      tag_(whole.tag_),
+      op_(whole.op_),
+      hook_(whole.hook_),
+      receive_hook_(whole.receive_hook_),
+      scratch_(whole.scratch_),
+      rank_(transport.rank()),
+      size_(transport.size()),
+      step_(whole.step_),
+      start_(whole.start_),
+      deadline_(whole.deadline_),
+      whole_(&whole),
+      names_(&names) {
+  pending_.reserve(16);
+}
+
 OpContext::~OpContext() {
+  if (whole_) whole_->step_ = step_;
   bool safe = true;
   for (const Pending& p : pending_) safe = t_.abandon(p.h) && safe;
   if (!safe) scratch_.poison();
@@ -145,6 +163,8 @@ void OpContext::throw_timeout() {
     for (const Pending& p : pending_)
       if (p.recv == want_recv && std::find(peers.begin(), peers.end(), p.peer) == peers.end())
         peers.push_back(p.peer);
+  if (names_)
+    for (int& p : peers) p = names_->at(static_cast<std::size_t>(p));
   throw Timeout(op_, std::move(peers), elapsed_s());
 }
 

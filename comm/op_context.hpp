@@ -25,6 +25,11 @@ class OpContext {
   OpContext(Communicator& comm, const char* op, double call_timeout_s);
   // Explicit pieces (nonblocking collectives run on a cloned transport with their own scratch).
   OpContext(Transport& transport, int tag, double timeout_s, const char* op, const FaultHook* hook, Scratch& scratch);
+  // A part of `whole` on another endpoint of the same communicator (a hierarchical collective's
+  // exchange among the hosts' leaders: a SubgroupTransport that keeps the parent's tags): the same
+  // tag, deadline, name, hooks and scratch, and the fault hook's steps continue whole's count.
+  // A Timeout names the transport's peer p as names[p] (the communicator's ranks).
+  OpContext(OpContext& whole, Transport& transport, const std::vector<int>& names);
   OpContext(const OpContext&) = delete;
   OpContext& operator=(const OpContext&) = delete;
   ~OpContext();
@@ -87,6 +92,8 @@ class OpContext {
   int waiting_for_ = -1;  // idle_waiting_for's peer
   std::chrono::steady_clock::time_point start_, deadline_;
   std::vector<Pending> pending_;
+  OpContext* whole_ = nullptr;              // the part-of constructor's
+  const std::vector<int>* names_ = nullptr;  // its peers' names
 };
 
 }  // namespace ftcc::comm

@@ -8,15 +8,17 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 
 #include "ftcc/base/error.hpp"
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/communicator.hpp"
+#include "ftcc/comm/host_identity.hpp"
+#include "ftcc/comm/subgroup_transport.hpp"
 
 namespace ftcc::comm::detail {
 namespace {
@@ -28,18 +30,6 @@ constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kBudgetBytes = 48 * kMiB;
 constexpr std::size_t kMaxSlotBytes = 2 * kMiB, kMinSlotBytes = 64 * 1024;
 char g_liveness_sink = 0;  // the liveness receives' buffer (zero bytes; nothing is ever sent)
-
-std::string read_first_line(const char* path) {
-  std::ifstream f(path);
-  std::string line;
-  std::getline(f, line);
-  return line;
-}
-
-std::string namespace_inode(const char* path) {
-  struct stat st{};
-  return ::stat(path, &st) == 0 ? std::to_string(st.st_ino) : std::string("?");
-}
 
 // Letters, digits, '-', '_' and '.' only: a shared-memory name is one path component.
 std::string sanitized(std::string s) {
@@ -95,13 +85,6 @@ void* open_object(const std::string& name, std::size_t bytes) {
 
 }  // namespace
 
-std::string ShmSegment::host_identity() {
-  // The kernel (boot id), the file systems (/dev/shm lives in the mount namespace) and the network
-  // namespace (tools/netns-hosts makes each simulated host one; they share the rest).
-  return read_first_line("/proc/sys/kernel/random/boot_id") + "/mnt:" + namespace_inode("/proc/self/ns/mnt") +
-         "/net:" + namespace_inode("/proc/self/ns/net");
-}
-
 std::string ShmSegment::name_prefix() {
   // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; nothing in ftcc calls setenv
   const char* job = std::getenv("FTCC_JOB_DIR");
@@ -145,27 +128,48 @@ std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
   if (comm.raw() == MPI_COMM_NULL || n < 2) return nullptr;
   // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; nothing in ftcc calls setenv
   const char* off = std::getenv("FTCC_SHM");
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; nothing in ftcc calls setenv
+  const char* group = std::getenv("FTCC_SHM_GROUP");
 
-  // 1. One host? Every rank compares the same list, so every rank reaches the same answer (a rank
-  // with FTCC_SHM=0 takes part too, with a key that matches nobody's: then nobody uses it).
+  // 1. The hosts. Every rank compares the same list, so every rank reaches the same answer (a
+  // rank with FTCC_SHM=0 takes part too, with a key that says so: then nobody uses shared memory).
+  constexpr char kOff[] = "FTCC_SHM=0";
   std::array<char, kKeyBytes> key{};
-  const std::string id = off && std::string(off) == "0" ? "FTCC_SHM=0 on rank " + std::to_string(me) : host_identity();
+  std::string id = off && std::string(off) == "0" ? std::string(kOff) : host_identity();
+  if (group && *group) id += std::string("/group:") + group;
   std::memcpy(key.data(), id.data(), std::min(id.size(), kKeyBytes - 1));
   std::vector<char> keys(kKeyBytes * static_cast<std::size_t>(n));
   allgather(comm, key.data(), keys.data(), kKeyBytes, DType::u8);
-  for (int r = 1; r < n; ++r)
-    if (std::memcmp(keys.data(), keys.data() + kKeyBytes * static_cast<std::size_t>(r), kKeyBytes) != 0) return nullptr;
+  auto key_of = [&](int r) { return keys.data() + kKeyBytes * static_cast<std::size_t>(r); };
+  std::vector<int> host_of(static_cast<std::size_t>(n), -1), leaders;  // hosts in their leaders' order
+  for (int r = 0; r < n; ++r) {
+    if (std::strncmp(key_of(r), kOff, sizeof kOff - 1) == 0) return nullptr;
+    for (std::size_t h = 0; h < leaders.size() && host_of[static_cast<std::size_t>(r)] < 0; ++h)
+      if (std::memcmp(key_of(r), key_of(leaders[h]), kKeyBytes) == 0) host_of[static_cast<std::size_t>(r)] = static_cast<int>(h);
+    if (host_of[static_cast<std::size_t>(r)] < 0) {
+      host_of[static_cast<std::size_t>(r)] = static_cast<int>(leaders.size());
+      leaders.push_back(r);
+    }
+  }
+  const int hosts = static_cast<int>(leaders.size());
+  if (hosts == n) return nullptr;  // every rank alone on its host: nothing to share
+  std::vector<int> members;        // the communicator's ranks of this host, ascending
+  for (int r = 0; r < n; ++r)
+    if (host_of[static_cast<std::size_t>(r)] == host_of[static_cast<std::size_t>(me)]) members.push_back(r);
+  const int local = static_cast<int>(members.size());
+  const int lr = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
 
-  // 2. Rank 0 creates the object; the others map it; rank 0 unlinks it once all have it.
-  const std::size_t slot = slot_bytes_for(n);
-  const std::size_t flags_bytes = static_cast<std::size_t>(kChannels * 2 * n) * sizeof(Flag);
+  // 2. Each leader of a host with several ranks creates its object; the names are allgathered; the
+  // others map their host's; the leaders unlink theirs once every rank has its own mapped.
+  const std::size_t slot = slot_bytes_for(local);
+  const std::size_t flags_bytes = static_cast<std::size_t>(kChannels * 2 * local) * sizeof(Flag);
   const std::size_t data_at = align_up(flags_bytes, 4096);
-  const std::size_t bytes = data_at + static_cast<std::size_t>(kChannels * kGenerations * (n + 1)) * slot;
+  const std::size_t bytes = local > 1 ? data_at + static_cast<std::size_t>(kChannels * kGenerations * (local + 1)) * slot : 0;
   Mapping m;
   m.bytes = bytes;
   std::array<char, kNameBytes> name{};
   std::string error;
-  if (me == 0) {
+  if (lr == 0 && local > 1) {
     static std::atomic<unsigned> made{0};
     char suffix[48];
     std::snprintf(suffix, sizeof suffix, ".%ld.%u", static_cast<long>(::getpid()), made++);
@@ -174,39 +178,52 @@ std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
     if (m.base == MAP_FAILED)
       std::fprintf(stderr, "ftcc: no shared memory for this communicator's allreduce (%s of %zu bytes: %s); it goes over "
                    "MPI point-to-point\n", nm.c_str(), bytes, error.c_str());
-    m.unlink_name = nm;  // until every rank has it mapped (or on any error)
+    m.unlink_name = nm;  // until every rank has mapped its own (or on any error)
     if (m.base != MAP_FAILED) std::memcpy(name.data(), nm.data(), std::min(nm.size(), kNameBytes - 1));
   }
-  broadcast(comm, name.data(), kNameBytes, DType::u8, 0);
-  if (me != 0 && name[0] != '\0') m.base = open_object(name.data(), bytes);
-  std::int32_t mapped = m.base != MAP_FAILED ? 1 : 0;
+  std::vector<char> names(kNameBytes * static_cast<std::size_t>(n));
+  allgather(comm, name.data(), names.data(), kNameBytes, DType::u8);
+  const char* my_name = names.data() + kNameBytes * static_cast<std::size_t>(members[0]);
+  if (lr != 0 && my_name[0] != '\0') m.base = open_object(my_name, bytes);
+  std::int32_t mapped = local == 1 || m.base != MAP_FAILED ? 1 : 0;
   rhd_allreduce(comm, kInPlace, &mapped, 1, DType::i32, ReduceOp::min);
-  if (me == 0) {
-    ::shm_unlink(m.unlink_name.c_str());  // every rank has mapped it, or given up
+  if (!m.unlink_name.empty()) {
+    ::shm_unlink(m.unlink_name.c_str());  // every rank has mapped its own, or given up
     m.unlink_name.clear();
   }
   if (!mapped) return nullptr;
 
-  // 3. The channels, and their liveness receives.
+  // 3. The channels: their liveness receives from the host's other ranks, and the leaders' endpoint.
   std::unique_ptr<ShmSegment> s(new ShmSegment());
-  s->base_ = m.base;
+  s->hosts_ = hosts;
   s->bytes_ = bytes;
-  m.base = MAP_FAILED;  // the segment owns it now
+  if (local > 1) {
+    s->base_ = m.base;
+    m.base = MAP_FAILED;  // the segment owns it now
+  }
   auto* flags = static_cast<Flag*>(s->base_);
   for (int c = 0; c < kChannels; ++c) {
     Channel& ch = s->channels_[c];
-    ch.rank_ = me;
-    ch.size_ = n;
+    ch.rank_ = lr;
+    ch.size_ = local;
+    ch.hosts_ = hosts;
     ch.slot_bytes_ = slot;
-    ch.arrived_ = flags + static_cast<std::size_t>(2 * c * n);
-    ch.reduced_ = flags + static_cast<std::size_t>((2 * c + 1) * n);
-    ch.data_ = static_cast<std::byte*>(s->base_) + data_at +
-               static_cast<std::size_t>(c * kGenerations * (n + 1)) * slot;
-    ch.transport_ = comm.transport().clone();
-    ch.liveness_.assign(static_cast<std::size_t>(n), 0);
-    ch.posted_.assign(static_cast<std::size_t>(n), false);
-    for (int p = 0; p < n; ++p)
-      if (p != me) {
+    ch.members_ = members;
+    if (flags != nullptr) {
+      ch.arrived_ = flags + static_cast<std::size_t>(2 * c * local);
+      ch.reduced_ = flags + static_cast<std::size_t>((2 * c + 1) * local);
+      ch.data_ = static_cast<std::byte*>(s->base_) + data_at +
+                 static_cast<std::size_t>(c * kGenerations * (local + 1)) * slot;
+    }
+    if (hosts > 1 && lr == 0) {
+      ch.leader_ranks_ = leaders;
+      ch.leaders_ = std::make_unique<SubgroupTransport>(comm.transport(), leaders, SubgroupTransport::Tags::parents);
+    }
+    ch.transport_ = std::make_unique<SubgroupTransport>(comm.transport(), members, SubgroupTransport::Tags::parents);
+    ch.liveness_.assign(static_cast<std::size_t>(local), 0);
+    ch.posted_.assign(static_cast<std::size_t>(local), false);
+    for (int p = 0; p < local; ++p)
+      if (p != lr) {
         ch.liveness_[static_cast<std::size_t>(p)] =
             ch.transport_->irecv(&g_liveness_sink, 0, p, comm.liveness_tag(), "shared-memory liveness receive");
         ch.posted_[static_cast<std::size_t>(p)] = true;

@@ -1,30 +1,37 @@
-// comm/shm_segment.hpp: shared memory for the ranks of a communicator that all run on one host
-// (internal to comm/; the allreduce that uses it is comm/shm_allreduce.cpp).
+// comm/shm_segment.hpp: shared memory for the ranks of a communicator that run on one host
+// (internal to comm/; the allreduces that use it are comm/shm_allreduce.cpp, for a communicator
+// on one host, and comm/hierarchical_allreduce.cpp, for one spanning several).
 //
 // ShmSegment::attach(comm) is collective over `comm` (every rank calls it, in the same order as
-// the other collectives): the ranks compare their host identities (kernel boot id, mount and
-// network namespaces, so the simulated hosts of tools/netns-hosts are separate hosts); if all
-// match, rank 0 creates a POSIX shared-memory object named after the job (FTCC_JOB_DIR's name,
-// else its pid) if /dev/shm has at least twice its size free (its pages are only taken as the
-// collectives touch them: reserving them all cost 13 ms per 40 MiB, at every recovery; a /dev/shm
-// that fills up later would end a rank with SIGBUS), every rank maps it, and rank 0 unlinks the name as soon as every rank has it
-// mapped. So nothing is left in /dev/shm by a job, even one whose every rank is killed later; only
-// a kill inside those few milliseconds leaves a name, and tools/ftcc-run removes the job's names
-// when the job ends. Returns nullptr (the caller uses MPI point-to-point) when the ranks are not
-// on one host, when the communicator is not an MPI one, when FTCC_SHM=0, or when any rank could not
-// map the object (each rank learns the same answer). Throws what the collectives throw.
+// the other collectives). The ranks allgather their host keys (comm/host_identity.hpp, plus
+// FTCC_SHM_GROUP when set: ranks of one host with different values count as different hosts) and
+// group themselves by host; a host is led by its lowest rank. Each leader of a host with several
+// ranks creates a POSIX shared-memory object named after the job (FTCC_JOB_DIR's name, else its
+// pid) if /dev/shm has at least twice its size free (its pages are only taken as the collectives
+// touch them: reserving them all cost 13 ms per 40 MiB, at every recovery; a /dev/shm that fills
+// up later would end a rank with SIGBUS); the names are allgathered, every rank maps its host's,
+// and each leader unlinks its name as soon as every rank of the communicator has mapped its own.
+// So nothing is left in /dev/shm by a job, even one whose every rank is killed later; only a kill
+// inside those few milliseconds leaves a name, and tools/ftcc-run removes the job's names when the
+// job ends. Returns nullptr (the caller uses MPI point-to-point alone) when every rank is alone on
+// its host, when the communicator is not an MPI one, when FTCC_SHM=0 on any rank, or when any rank
+// could not map its object (each rank learns the same answer). Throws what the collectives throw.
 //
 // A segment holds two channels: channel 0 for the blocking calls on the communicator's thread,
 // channel 1 for the nonblocking allreduce's progress thread; one thread uses a channel at a time.
 // Each channel has per-rank sequence flags and two generations of per-rank slots (double
-// buffering: a collective never waits for the slowest reader of the previous one).
+// buffering: a collective never waits for the slowest reader of the previous one). A channel's
+// ranks are the host's (0 = its leader); on a communicator spanning several hosts a leader's
+// channel also has an endpoint to the other hosts' leaders (leaders()).
 //
 // Liveness: a shared-memory wait sees no MPI error by itself, so each channel keeps a receive
-// posted from every peer on a tag nothing sends (Communicator::liveness_tag), through its own clone
-// of the communicator's transport (so a sub-group's ranks and tags are mapped as for its other
-// messages: comm/subgroup_transport.hpp). ULFM completes such a receive in error when that peer
-// fails or the communicator is revoked; the waits test them (check_peers) and throw
-// ProcessFailed / Revoked exactly as a point-to-point collective does.
+// posted from every peer of its host on a tag nothing sends (Communicator::liveness_tag), through
+// its own endpoint on the communicator's transport (so a sub-group's ranks are mapped as for its
+// other messages: comm/subgroup_transport.hpp). ULFM completes such a receive in error when that
+// peer fails or the communicator is revoked; the waits test them (check_peers) and throw
+// ProcessFailed / Revoked exactly as a point-to-point collective does. A rank that fails on
+// another host is seen by that host's ranks and by the leaders' exchange; the others are released
+// by the revoke that the recovery layer (or the caller) issues on the first error.
 #pragma once
 
 #include <atomic>
@@ -55,8 +62,18 @@ class ShmSegment {
   // What one collective works with: its rank's view of one channel.
   class Channel {
    public:
+    // This rank's place among its host's ranks, and their count.
     int rank() const { return rank_; }
     int size() const { return size_; }
+    // The communicator's rank of host rank r (for the messages of errors).
+    int comm_rank(int r) const { return members_[static_cast<std::size_t>(r)]; }
+    // On a communicator spanning several hosts, at each host's leader (rank() == 0): an endpoint
+    // whose ranks are the hosts (in the order of their leaders' ranks) and whose tags are the
+    // communicator's; else nullptr. leader_ranks()[h]: the communicator's rank of host h's leader.
+    Transport* leaders() const { return leaders_.get(); }
+    // The number of hosts the communicator spans.
+    int hosts() const { return hosts_; }
+    const std::vector<int>& leader_ranks() const { return leader_ranks_; }
     // Bytes of one slot: the largest piece of a collective handled per round.
     std::size_t slot_bytes() const { return slot_bytes_; }
     // Slot `r` of generation g (r == size(): the reduced result).
@@ -71,12 +88,15 @@ class ShmSegment {
 
    private:
     friend class ShmSegment;
-    int rank_ = 0, size_ = 1;
+    int rank_ = 0, size_ = 1, hosts_ = 1;
     std::size_t slot_bytes_ = 0;
     std::byte* data_ = nullptr;  // kGenerations x (size + 1) slots
     Flag* arrived_ = nullptr;
     Flag* reduced_ = nullptr;
     std::uint64_t round_ = 0;
+    std::vector<int> members_;              // the communicator's ranks of this host's ranks
+    std::vector<int> leader_ranks_;
+    std::unique_ptr<Transport> leaders_;
     std::unique_ptr<Transport> transport_;  // the liveness receives' endpoint
     std::vector<Transport::Handle> liveness_;
     std::vector<bool> posted_;  // liveness_[p] is a receive still posted (never for this rank)
@@ -89,9 +109,9 @@ class ShmSegment {
 
   Channel& channel(int c) { return channels_[c]; }
   std::size_t bytes() const { return bytes_; }
-
-  // This process's host identity as compared by attach (exposed for tests).
-  static std::string host_identity();
+  // The number of hosts the communicator spans (1: the shared-memory allreduce; more: the
+  // hierarchical one).
+  int hosts() const { return hosts_; }
   // The shared-memory name prefix of this job's segments (tools/ftcc-run removes "/dev/shm/" + it
   // + "*" after the job): "ftcc-shm." + the job folder's name, else "ftcc-shm.pid<pid>".
   static std::string name_prefix();
@@ -100,8 +120,9 @@ class ShmSegment {
 
  private:
   ShmSegment() = default;
-  void* base_ = nullptr;
+  void* base_ = nullptr;  // nullptr for a rank alone on its host
   std::size_t bytes_ = 0;
+  int hosts_ = 1;
   Channel channels_[kChannels];
 };
 

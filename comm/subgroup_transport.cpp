@@ -7,8 +7,8 @@
 
 namespace ftcc::comm {
 
-SubgroupTransport::SubgroupTransport(const Transport& parent, std::vector<int> members)
-    : parent_(parent.clone()), members_(std::move(members)) {
+SubgroupTransport::SubgroupTransport(const Transport& parent, std::vector<int> members, Tags tags)
+    : parent_(parent.clone()), members_(std::move(members)), tags_(tags) {
   const int n = parent_->size();
   FTCC_CHECK(!members_.empty()) << "sub-group with no members";
   for (std::size_t i = 0; i < members_.size(); ++i) {
@@ -18,8 +18,12 @@ SubgroupTransport::SubgroupTransport(const Transport& parent, std::vector<int> m
     if (m == parent_->rank()) rank_ = static_cast<int>(i);
   }
   FTCC_CHECK(rank_ >= 0) << "rank " << parent_->rank() << " of the parent is not a member of its sub-group";
-  // The parent's Communicator uses the tags below tags_used(); ours go above.
   const int ub = parent_->tag_upper_bound();
+  if (tags_ == Tags::parents) {
+    tag_ub_ = ub;
+    return;
+  }
+  // The parent's Communicator uses the tags below tags_used(); ours go above.
   tag_base_ = Communicator::tags_used(ub);
   tag_ub_ = ub - tag_base_;
   FTCC_CHECK(tag_ub_ >= 2 * Communicator::kMaxUserTag)
@@ -42,7 +46,7 @@ Transport::Handle SubgroupTransport::irecv(void* buf, std::size_t bytes, int pee
 }
 
 std::unique_ptr<Transport> SubgroupTransport::clone() const {
-  return std::make_unique<SubgroupTransport>(*parent_, members_);
+  return std::make_unique<SubgroupTransport>(*parent_, members_, tags_);
 }
 
 }  // namespace ftcc::comm

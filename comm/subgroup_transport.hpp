@@ -13,6 +13,11 @@
 // never match the parent's. Two sub-groups of one parent may share a pair of ranks only if they
 // never have messages in flight between that pair at the same time (the rows and columns of a
 // grid share no pair). Throws ftcc::Error when the members are not valid ranks of the parent.
+//
+// Tags::parents keeps the parent's tags instead (no mapping): for the parts of one collective of
+// the parent that run among some of its ranks under that collective's tag (the hierarchical
+// allreduce's exchange among the hosts' leaders, comm/hierarchical_allreduce.cpp), and for the
+// shared-memory segment's liveness receives on the parent's liveness tag.
 #pragma once
 
 #include <memory>
@@ -24,7 +29,8 @@ namespace ftcc::comm {
 
 class SubgroupTransport final : public Transport {
  public:
-  SubgroupTransport(const Transport& parent, std::vector<int> members);
+  enum class Tags { own_range, parents };
+  SubgroupTransport(const Transport& parent, std::vector<int> members, Tags tags = Tags::own_range);
 
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(members_.size()); }
@@ -45,6 +51,7 @@ class SubgroupTransport final : public Transport {
 
   std::unique_ptr<Transport> parent_;
   std::vector<int> members_;
+  Tags tags_;
   int rank_ = -1, tag_base_ = 0, tag_ub_ = 0;
 };
 

@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -21,6 +20,7 @@
 #include <thread>
 
 #include "ftcc/base/error.hpp"
+#include "ftcc/comm/host_identity.hpp"
 #include "ftcc/recovery/heartbeat_topology.hpp"
 
 namespace ftcc::recovery {
@@ -64,19 +64,6 @@ std::string hostname() {
   char buf[256] = {0};
   gethostname(buf, sizeof buf - 1);
   return buf;
-}
-
-std::string read_first_line(const char* path) {
-  std::ifstream f(path);
-  std::string line;
-  std::getline(f, line);
-  return line;
-}
-
-std::string link_of(const char* path) {
-  char buf[256] = {0};
-  const ssize_t n = readlink(path, buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
 }  // namespace
@@ -532,16 +519,7 @@ HeartbeatStats Heartbeat::stats() const {
   return impl_->st;
 }
 
-std::string Heartbeat::host_identity() {
-  // FNV-1a over what makes a kernel and a process view: the boot id, the pid and net namespaces.
-  const std::string basis = read_first_line("/proc/sys/kernel/random/boot_id") + "|" + link_of("/proc/self/ns/pid") +
-                            "|" + link_of("/proc/self/ns/net");
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : basis) h = (h ^ c) * 1099511628211ull;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hostname() + "/" + hex;
-}
+std::string Heartbeat::host_identity() { return comm::host_identity(); }
 
 Secret Heartbeat::random_secret() {
   Secret s{};

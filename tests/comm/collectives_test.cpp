@@ -7,6 +7,7 @@
 // result, so |ours - mpi| <= 2 (n-1) eps |mpi| (inputs in [0.5, 2) keep products far from
 // overflow and denormals). Also checked: all ranks hold bitwise-identical results.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -24,6 +26,8 @@
 #include "ftcc/comm/allreduce_async.hpp"
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/mpi_types.hpp"
+#include "ftcc/comm/reduce_kernels.hpp"
+#include "ftcc/comm/shm_segment.hpp"
 #include "ftcc/comm/ulfm.hpp"
 
 namespace {
@@ -169,6 +173,103 @@ TEST_F(Collectives, RhdAllreduce) { allreduce_all_dtypes(comm, AllreduceAlgo::rh
 TEST_F(Collectives, ShmAllreduce) {
   allreduce_all_dtypes(comm, AllreduceAlgo::shm);
   EXPECT_EQ(comm.uses_shared_memory(), n > 1) << "the ranks of one host did not attach a segment";
+}
+
+// The types MPI checks only partly: u8 min and max against MPI_Allreduce; u8 sums, and f16 and
+// bf16 (MPI moves them as bits), against the rank-order reduction the shared-memory allreduce
+// promises, computed here from every rank's input with the same kernels: the same bits, or a bug in
+// the data movement. (u8 sums wrap, as C's unsigned arithmetic does; Open MPI's vectorized op
+// component saturates an overflowing integer sum instead, from 16 elements on, and its scalar tail
+// wraps: open-mpi/ompi#8045, closed as "wontfix". So MPI cannot be the reference for those.)
+void shm_small_type_case(Communicator& comm, DType dt, std::size_t count, ReduceOp op, bool in_place, std::uint64_t seed) {
+  const std::size_t w = dtype_size(dt), n = static_cast<std::size_t>(comm.size());
+  std::mt19937_64 rng(seed * 7919u + static_cast<std::uint64_t>(comm.rank()));
+  std::vector<std::byte> in(count * w), ours(count * w), all(n * count * w), ref(count * w);
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto r = rng();
+    if (dt == DType::u8) {
+      in[i] = static_cast<std::byte>(r);
+    } else {  // finite values: f16 exponents 1..29, bf16 exponents 100..150, any sign and mantissa
+      const std::uint16_t bits = dt == DType::f16
+                                     ? static_cast<std::uint16_t>((r & 0x8000u) | ((1 + (r >> 16) % 29) << 10) | (r & 0x3ffu))
+                                     : static_cast<std::uint16_t>((r & 0x8000u) | ((100 + (r >> 16) % 51) << 7) | (r & 0x7fu));
+      std::memcpy(in.data() + i * w, &bits, w);
+    }
+  }
+  MPI_Allgather(in.data(), static_cast<int>(count * w), MPI_BYTE, all.data(), static_cast<int>(count * w), MPI_BYTE,
+                MPI_COMM_WORLD);
+  if (dt == DType::u8 && op != ReduceOp::sum) {
+    MPI_Allreduce(in.data(), ref.data(), static_cast<int>(count), MPI_UINT8_T, mpi_op(op), MPI_COMM_WORLD);
+  } else if (count > 0) {
+    std::memcpy(ref.data(), all.data(), count * w);
+    for (std::size_t r = 1; r < n; ++r) reduce(ref.data(), ref.data(), all.data() + r * count * w, count, dt, op);
+  }
+  AllreduceOptions o;
+  o.algo = AllreduceAlgo::shm;
+  if (in_place) ours = in;
+  allreduce(comm, in_place ? kInPlace : in.data(), ours.data(), count, dt, op, o);
+  EXPECT_TRUE(count == 0 || std::memcmp(ours.data(), ref.data(), count * w) == 0)
+      << "shm " << to_string(dt) << " " << to_string(op) << " count=" << count << (in_place ? " in-place" : "");
+}
+
+TEST_F(Collectives, ShmAllreduceSmallTypes) {
+  std::uint64_t seed = 1;
+  for (DType dt : {DType::u8, DType::f16, DType::bf16})
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{63}, kPrime, std::size_t{40000}, kBig})
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
+        shm_small_type_case(comm, dt, count, op, count % 2 == 1, seed++);
+      }
+  EXPECT_EQ(comm.uses_shared_memory(), n > 1);
+}
+
+// Several "hosts" on this machine: ranks with different FTCC_SHM_GROUP values count as different
+// hosts, so the allreduce is hierarchical (shared memory inside each group, point-to-point between
+// the groups' leaders). Layouts: pairs (0,1)(2,3)..., the ranks dealt round-robin over two hosts
+// (a host's ranks not contiguous), and rank 0 alone with everyone else on one host.
+class ShmGroup {
+ public:
+  explicit ShmGroup(int group) { setenv("FTCC_SHM_GROUP", std::to_string(group).c_str(), 1); }
+  ~ShmGroup() { unsetenv("FTCC_SHM_GROUP"); }
+  ShmGroup(const ShmGroup&) = delete;
+  ShmGroup& operator=(const ShmGroup&) = delete;
+};
+
+int expected_hosts(int n, int (*host_of)(int)) {
+  int hosts = 0;
+  for (int r = 0; r < n; ++r) hosts = std::max(hosts, host_of(r) + 1);
+  return hosts;
+}
+
+TEST_F(Collectives, HierarchicalAllreduce) {
+  if (n < 3) GTEST_SKIP() << "needs a host with two ranks and another host";
+  int (*layouts[])(int) = {[](int r) { return r / 2; }, [](int r) { return r % 2; }, [](int r) { return r == 0 ? 0 : 1; }};
+  for (auto host_of : layouts) {
+    ShmGroup group(host_of(comm.rank()));
+    Communicator c = Communicator::duplicate(MPI_COMM_WORLD, CommOptions{60});
+    allreduce_all_dtypes(c, AllreduceAlgo::shm);
+    allreduce_case<float>(c, AllreduceAlgo::automatic, 300000, ReduceOp::sum, false, 0, 7);
+    ASSERT_NE(c.shared_memory(), nullptr);
+    EXPECT_EQ(c.shared_memory()->hosts(), expected_hosts(n, host_of));
+    // Blocking and nonblocking calls together: the two channels, each with its leaders' endpoint.
+    std::vector<float> a(700000), b(3000);
+    for (int iter = 0; iter < 5; ++iter) {
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>((c.rank() + 1) * ((i + iter) % 1000));
+      for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(c.rank() * 3 + i % 7);
+      AllreduceOptions o;
+      auto req = allreduce_async(c, kInPlace, a.data(), a.size(), DType::f32, ReduceOp::sum, o);
+      allreduce(c, kInPlace, b.data(), b.size(), DType::f32, ReduceOp::max, o);
+      req.wait();
+      const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
+      for (std::size_t i = 0; i < a.size(); ++i)
+        ASSERT_EQ(a[i], ranks_sum * static_cast<float>((i + iter) % 1000)) << "iter " << iter << " i " << i;
+      for (std::size_t i = 0; i < b.size(); ++i) ASSERT_EQ(b[i], static_cast<float>((n - 1) * 3 + i % 7));
+    }
+  }
+  // Every rank alone on its "host": nothing to share, the flat algorithms.
+  ShmGroup alone(comm.rank());
+  Communicator c = Communicator::duplicate(MPI_COMM_WORLD, CommOptions{60});
+  allreduce_case<float>(c, AllreduceAlgo::shm, kPrime, ReduceOp::sum, false, 0, 8);
+  EXPECT_EQ(c.shared_memory(), nullptr);
 }
 
 // Blocking calls (channel 0) while nonblocking ones run on the progress thread (channel 1), and
@@ -534,6 +635,87 @@ TEST(CollectivesKill, ShmNonblockingSurvivorsSeeTheFailure) {
 TEST(CollectivesKill, ShmSetupRankZeroDies) {
   expect_survivors_see_failure(shm_allreduce_of, 0, 0, "rhd_allreduce");
 }
+
+// Hierarchical: ranks (0, 1) and (2, 3) on two "hosts". 1 Mi floats take 2 rounds of 2 flags in
+// the reduction to the leaders (every rank's steps 0-3), then the leaders' exchange (their sends:
+// steps 4 on), then the broadcast inside each host. The victim dies at its kill_step-th flag or
+// send; its host-mate sees it on the liveness receives, the other host's leader in the exchange
+// (ULFM), and the rest by the revoke that follows.
+void hierarchical_allreduce_of(Communicator& c, std::vector<float>& v) {
+  allreduce(c, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, AllreduceOptions{});
+  ASSERT_NE(c.shared_memory(), nullptr);
+  ASSERT_EQ(c.shared_memory()->hosts(), 2);
+}
+// A non-leader, between the rounds of the reduction to its leader.
+TEST(CollectivesKill, HierNonLeaderDies) {
+  ShmGroup group(world_rank() / 2);
+  expect_survivors_see_failure(hierarchical_allreduce_of, 2, 3, "hierarchical_allreduce");
+}
+// A leader, in the leaders' exchange across the hosts (its step 4: its first send there).
+TEST(CollectivesKill, HierLeaderDiesAcrossHosts) {
+  ShmGroup group(world_rank() / 2);
+  expect_survivors_see_failure(hierarchical_allreduce_of, 4, 2, "hierarchical_allreduce");
+}
+// Rank 0 (a leader) after its own slice of the first round.
+TEST(CollectivesKill, HierRankZeroDies) {
+  ShmGroup group(world_rank() / 2);
+  expect_survivors_see_failure(hierarchical_allreduce_of, 1, 0, "hierarchical_allreduce");
+}
+
+// Run alone with 4 ranks: rank 3 SIGSTOPs itself from the fault hook inside a shared-memory
+// allreduce (before raising its third flag). comm/ alone has no heartbeat: a stopped peer is a
+// silent one, and every other rank's wait must end at the call's deadline with a Timeout that names
+// the communicator's rank it was waiting for. On one host everyone waits for rank 3; on two hosts
+// (0, 1) and (2, 3), rank 2 waits for 3 in the reduction to it, rank 0 for rank 2 in the leaders'
+// exchange, and rank 1 for rank 0's broadcast. Rank 0 then sends SIGCONT; rank 3 finds its own
+// deadline past and leaves with a Timeout too. (Fencing and exclusion of a stopped rank are the
+// recovery layer's: the training tests' hang cases.)
+void expect_timeouts_around_stopped_rank(bool two_hosts) {
+  ASSERT_EQ(world_size(), 4) << "run with 4 ranks";
+  constexpr int kVictim = 3;
+  std::unique_ptr<ShmGroup> group;
+  if (two_hosts) group = std::make_unique<ShmGroup>(world_rank() / 2);
+  Communicator comm = Communicator::duplicate(MPI_COMM_WORLD, CommOptions{60});
+  int pid = static_cast<int>(getpid()), victim_pid = 0;
+  MPI_Allreduce(world_rank() == kVictim ? &pid : &victim_pid, &victim_pid, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Comm others = MPI_COMM_NULL;  // the SIGCONT waits until every other rank has timed out
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank() == kVictim ? MPI_UNDEFINED : 0, 0, &others);
+  if (comm.rank() == kVictim)
+    comm.set_fault_hook([](const char* op, int step) {
+      if (step == 2 && std::strncmp(op, "hierarchical", 12) * std::strncmp(op, "shm", 3) == 0) std::raise(SIGSTOP);
+    });
+  std::vector<float> v(1 << 20, 1.0f);
+  AllreduceOptions o;
+  o.timeout_s = 1.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<int> pending;
+  try {
+    allreduce(comm, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
+    ADD_FAILURE() << "the allreduce finished around a stopped rank";
+  } catch (const Timeout& e) {
+    pending = e.pending_peers();
+    std::printf("[rank %d] %s\n", comm.rank(), e.what());
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected Timeout, got: " << e.what();
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_NE(comm.shared_memory(), nullptr);
+  EXPECT_EQ(comm.shared_memory()->hosts(), two_hosts ? 2 : 1);
+  if (comm.rank() != kVictim) {
+    EXPECT_GE(s, 1.0);
+    EXPECT_LT(s, 5.0);
+    const int expected = !two_hosts ? kVictim : comm.rank() == 2 ? 3 : comm.rank() == 0 ? 2 : 0;
+    EXPECT_EQ(pending, std::vector<int>{expected});
+  }
+  if (others != MPI_COMM_NULL) {
+    MPI_Barrier(others);
+    MPI_Comm_free(&others);
+  }
+  if (comm.rank() == 0) kill(victim_pid, SIGCONT);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+TEST(CollectivesHang, ShmStoppedRankTimesOut) { expect_timeouts_around_stopped_rank(false); }
+TEST(CollectivesHang, HierStoppedRankTimesOut) { expect_timeouts_around_stopped_rank(true); }
 
 TEST(CollectivesKill, NonblockingAllreduceSurvivorsSeeTheFailure) {
   expect_survivors_see_failure(

@@ -1,0 +1,63 @@
+#include "ftcc/comm/shm_steps.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ftcc/comm/reduce_kernels.hpp"
+
+namespace ftcc::comm::detail {
+namespace {
+
+constexpr unsigned kLivenessEvery = 64;  // idle rounds between two looks at the liveness receives
+
+}  // namespace
+
+void shm_raise(OpContext& ctx, ShmSegment::Flag& flag, std::uint64_t round) {
+  ctx.before_send();
+  flag.value.store(round, std::memory_order_release);
+}
+
+void shm_wait_for(OpContext& ctx, ShmSegment::Channel& ch, bool reduced, int p, std::uint64_t round) {
+  ShmSegment::Flag& f = reduced ? ch.reduced(p) : ch.arrived(p);
+  for (unsigned idle = 1; f.value.load(std::memory_order_acquire) < round; ++idle) {
+    if (idle % kLivenessEvery == 0) ch.check_peers(ctx.op());
+    ctx.idle_waiting_for(ch.comm_rank(p));
+  }
+  ctx.progressed();
+}
+
+void shm_wait_for_all(OpContext& ctx, ShmSegment::Channel& ch, bool reduced, std::uint64_t round) {
+  for (int p = 0; p < ch.size(); ++p) shm_wait_for(ctx, ch, reduced, p, round);
+}
+
+void shm_reduce_slots(OpContext& ctx, const ShmSegment::Channel& ch, int generation, void* out, std::size_t lo,
+                      std::size_t hi, DType dtype, ReduceOp op, bool in_place) {
+  if (hi <= lo) return;
+  const std::size_t w = dtype_size(dtype), k = hi - lo;
+  const ReceiveHook* hook = ctx.receive_hook();
+  std::byte* copies = hook != nullptr && !in_place ? ctx.scratch(static_cast<std::size_t>(ch.size()) * k * w, 1) : nullptr;
+  auto part = [&](int r) -> const std::byte* {
+    std::byte* at = ch.slot(generation, r) + lo * w;
+    if (hook != nullptr && r != ch.rank()) {
+      if (copies != nullptr) at = static_cast<std::byte*>(std::memcpy(copies + static_cast<std::size_t>(r) * k * w, at, k * w));
+      (*hook)(ctx.op(), ctx.tag(), at, k * w);
+    }
+    return at;
+  };
+  if (ch.size() == 1) {
+    std::memcpy(out, part(0), k * w);
+    return;
+  }
+  const std::byte* first = part(0);
+  const std::byte* second = part(1);
+  reduce(out, first, second, k, dtype, op);
+  for (int r = 2; r < ch.size(); ++r) reduce(out, out, part(r), k, dtype, op);
+}
+
+std::size_t shm_slice_at(std::size_t m, std::size_t elem_bytes, int ranks, int r) {
+  const std::size_t grain = std::max<std::size_t>(1, 64 / elem_bytes), n = static_cast<std::size_t>(ranks);
+  const std::size_t slice = (m + n * grain - 1) / (n * grain) * grain;
+  return std::min(m, static_cast<std::size_t>(r) * slice);
+}
+
+}  // namespace ftcc::comm::detail
