@@ -35,13 +35,75 @@
 #include "ftcc/comm/shm_steps.hpp"
 
 namespace ftcc::comm::detail {
+namespace {
 
-void hierarchical_allreduce_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv,
-                                std::size_t count, DType dtype, ReduceOp op, const AllreduceOptions& o) {
+using Channel = ShmSegment::Channel;
+
+// Every host the same size: host rank r reduces slice r of every round (packed into its staging
+// memory), allreduces that with the ranks of place r on the other hosts, then writes it into the
+// result slot for all to copy out.
+void sliced(OpContext& ctx, Channel& ch, const std::byte* in, std::byte* out, std::size_t count, DType dtype,
+            ReduceOp op, const AllreduceOptions& o) {
+  const std::size_t w = dtype_size(dtype), per_round = ch.slot_bytes() / w;
+  const int me = ch.rank(), local = ch.size();
+  auto mine = [&](std::size_t m) {  // [lo, hi) of this rank's slice of a piece of m elements
+    return std::pair{shm_slice_at(m, w, local, me), shm_slice_at(m, w, local, me + 1)};
+  };
+  std::size_t packed = 0;  // elements of this rank's slices, over all rounds
+  for (std::size_t at = 0; at < count; at += per_round) {
+    const auto [lo, hi] = mine(std::min(per_round, count - at));
+    packed += hi - lo;
+  }
+  std::byte* part = ch.staging(packed * w);
+
+  // 1. Reduce-scatter inside the host.
+  std::size_t p = 0;
+  for (std::size_t at = 0; at < count; at += per_round) {
+    const std::size_t m = std::min(per_round, count - at);
+    const std::uint64_t round = ch.next_round();
+    const int g = static_cast<int>(round % ShmSegment::kGenerations);
+    std::memcpy(ch.slot(g, me), in + at * w, m * w);
+    shm_raise(ctx, ch.arrived(me), round);
+    shm_wait_for_all(ctx, ch, false, round);
+    const auto [lo, hi] = mine(m);
+    shm_reduce_slots(ctx, ch, g, part + p * w, lo, hi, dtype, op, true);
+    p += hi - lo;
+  }
+
+  // 2. Across the hosts, in place, my column.
+  {
+    OpContext across(ctx, *ch.across(), ch.across_ranks());
+    const AllreduceAlgo algo = resolve_allreduce_algo(AllreduceAlgo::automatic, packed * w, ch.across()->size());
+    allreduce_run(across, algo, part, part, packed, dtype, op, o);
+  }
+
+  // 3. Allgather inside the host.
+  p = 0;
+  for (std::size_t at = 0; at < count; at += per_round) {
+    const std::size_t m = std::min(per_round, count - at);
+    const std::uint64_t round = ch.next_round();
+    const int g = static_cast<int>(round % ShmSegment::kGenerations);
+    std::byte* result = ch.slot(g, local);
+    const auto [lo, hi] = mine(m);
+    shm_wait_for_all(ctx, ch, false, round - 2);  // everyone has copied out the last use of g
+    std::memcpy(result + lo * w, part + p * w, (hi - lo) * w);
+    p += hi - lo;
+    shm_raise(ctx, ch.reduced(me), round);
+    shm_wait_for_all(ctx, ch, true, round);
+    std::memcpy(out + at * w, result, m * w);
+    if (const ReceiveHook* hook = ctx.receive_hook()) {  // the other ranks' slices, as if received
+      if (lo > 0) (*hook)(ctx.op(), ctx.tag(), out + at * w, lo * w);
+      if (hi < m) (*hook)(ctx.op(), ctx.tag(), out + (at + hi) * w, (m - hi) * w);
+    }
+    shm_raise(ctx, ch.arrived(me), round);
+  }
+}
+
+// Hosts of different sizes: the leaders gather, exchange and scatter.
+void led(OpContext& ctx, Channel& ch, const std::byte* in, std::byte* out, std::size_t count, DType dtype, ReduceOp op,
+         const AllreduceOptions& o) {
   const std::size_t w = dtype_size(dtype);
   const bool leader = ch.rank() == 0, alone = ch.size() == 1;
-  const auto* in = static_cast<const std::byte*>(send);
-  auto* out = static_cast<std::byte*>(recv);
   const std::size_t per_round = alone ? count : ch.slot_bytes() / w;
 
   // 1. Reduce to the leader.
@@ -70,8 +132,8 @@ void hierarchical_allreduce_run(OpContext& ctx, ShmSegment::Channel& ch, const v
   }
 
   // 2. Across the hosts.
-  if (Transport* across = ch.leaders()) {
-    OpContext part(ctx, *across, ch.leader_ranks());
+  if (Transport* across = ch.across()) {
+    OpContext part(ctx, *across, ch.across_ranks());
     const AllreduceAlgo algo = resolve_allreduce_algo(AllreduceAlgo::automatic, count * w, across->size());
     allreduce_run(part, algo, out, out, count, dtype, op, o);
   }
@@ -95,6 +157,18 @@ void hierarchical_allreduce_run(OpContext& ctx, ShmSegment::Channel& ch, const v
       shm_raise(ctx, ch.arrived(ch.rank()), round);
     }
   }
+}
+
+}  // namespace
+
+void hierarchical_allreduce_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv,
+                                std::size_t count, DType dtype, ReduceOp op, const AllreduceOptions& o) {
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  if (ch.sliced())
+    sliced(ctx, ch, in, out, count, dtype, op, o);
+  else
+    led(ctx, ch, in, out, count, dtype, op, o);
 }
 
 }  // namespace ftcc::comm::detail

@@ -106,6 +106,8 @@ std::byte* ShmSegment::Channel::slot(int generation, int r) const {
                      slot_bytes_;
 }
 
+std::byte* ShmSegment::Channel::staging(std::size_t bytes) { return staging_.get(bytes, 0); }
+
 void ShmSegment::Channel::check_peers(const char* op) {
   for (std::size_t p = 0; p < liveness_.size(); ++p) {
     if (!posted_[p]) continue;
@@ -158,6 +160,16 @@ std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
     if (host_of[static_cast<std::size_t>(r)] == host_of[static_cast<std::size_t>(me)]) members.push_back(r);
   const int local = static_cast<int>(members.size());
   const int lr = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
+  // Every host the same size? Then my column is the lr-th rank of every host; else (the leaders
+  // only) the first.
+  std::vector<int> size_of(static_cast<std::size_t>(hosts), 0), column;
+  for (int r = 0; r < n; ++r) ++size_of[static_cast<std::size_t>(host_of[static_cast<std::size_t>(r)])];
+  const bool uniform = std::all_of(size_of.begin(), size_of.end(), [&](int k) { return k == local; });
+  for (int h = 0, place = uniform ? lr : 0; h < hosts; ++h) {
+    int seen = 0;
+    for (int r = 0; r < n; ++r)
+      if (host_of[static_cast<std::size_t>(r)] == h && seen++ == place) column.push_back(r);
+  }
 
   // 2. Each leader of a host with several ranks creates its object; the names are allgathered; the
   // others map their host's; the leaders unlink theirs once every rank has its own mapped.
@@ -215,9 +227,10 @@ std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
       ch.data_ = static_cast<std::byte*>(s->base_) + data_at +
                  static_cast<std::size_t>(c * kGenerations * (local + 1)) * slot;
     }
-    if (hosts > 1 && lr == 0) {
-      ch.leader_ranks_ = leaders;
-      ch.leaders_ = std::make_unique<SubgroupTransport>(comm.transport(), leaders, SubgroupTransport::Tags::parents);
+    ch.sliced_ = uniform;
+    if (uniform || lr == 0) {  // my column: the rank of my place on every host (the leaders, for place 0)
+      ch.across_ranks_ = column;
+      ch.across_ = std::make_unique<SubgroupTransport>(comm.transport(), column, SubgroupTransport::Tags::parents);
     }
     ch.transport_ = std::make_unique<SubgroupTransport>(comm.transport(), members, SubgroupTransport::Tags::parents);
     ch.liveness_.assign(static_cast<std::size_t>(local), 0);

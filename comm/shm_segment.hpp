@@ -21,8 +21,10 @@
 // channel 1 for the nonblocking allreduce's progress thread; one thread uses a channel at a time.
 // Each channel has per-rank sequence flags and two generations of per-rank slots (double
 // buffering: a collective never waits for the slowest reader of the previous one). A channel's
-// ranks are the host's (0 = its leader); on a communicator spanning several hosts a leader's
-// channel also has an endpoint to the other hosts' leaders (leaders()).
+// ranks are the host's (0 = its leader). On a communicator spanning several hosts a channel also
+// has an endpoint to the other hosts (across()): when every host has the same number of ranks,
+// every rank has one, to the ranks of the same place on the other hosts (its "column"); otherwise
+// only the leaders have one, to the other hosts' leaders.
 //
 // Liveness: a shared-memory wait sees no MPI error by itself, so each channel keeps a receive
 // posted from every peer of its host on a tag nothing sends (Communicator::liveness_tag), through
@@ -41,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "ftcc/comm/communicator.hpp"
 #include "ftcc/comm/transport.hpp"
 
 namespace ftcc::comm {
@@ -67,13 +70,21 @@ class ShmSegment {
     int size() const { return size_; }
     // The communicator's rank of host rank r (for the messages of errors).
     int comm_rank(int r) const { return members_[static_cast<std::size_t>(r)]; }
-    // On a communicator spanning several hosts, at each host's leader (rank() == 0): an endpoint
-    // whose ranks are the hosts (in the order of their leaders' ranks) and whose tags are the
-    // communicator's; else nullptr. leader_ranks()[h]: the communicator's rank of host h's leader.
-    Transport* leaders() const { return leaders_.get(); }
     // The number of hosts the communicator spans.
     int hosts() const { return hosts_; }
-    const std::vector<int>& leader_ranks() const { return leader_ranks_; }
+    // On a communicator spanning several hosts: an endpoint to the other hosts, whose ranks are the
+    // hosts (in the order of their leaders' ranks) and whose tags are the communicator's. With
+    // sliced(): every rank's, to the ranks of the same host rank on every host; otherwise the
+    // leaders' (rank() == 0), to the other leaders. nullptr elsewhere. across_ranks()[h]: the
+    // communicator's rank of that endpoint's rank h.
+    Transport* across() const { return across_.get(); }
+    const std::vector<int>& across_ranks() const { return across_ranks_; }
+    // Every host has size() ranks (the hierarchical allreduce then splits the exchange between
+    // the hosts over all of them).
+    bool sliced() const { return sliced_; }
+    // Private memory of this channel's rank, at least `bytes`, 64-byte aligned (grows; contents
+    // not kept across calls).
+    std::byte* staging(std::size_t bytes);
     // Bytes of one slot: the largest piece of a collective handled per round.
     std::size_t slot_bytes() const { return slot_bytes_; }
     // Slot `r` of generation g (r == size(): the reduced result).
@@ -95,8 +106,10 @@ class ShmSegment {
     Flag* reduced_ = nullptr;
     std::uint64_t round_ = 0;
     std::vector<int> members_;              // the communicator's ranks of this host's ranks
-    std::vector<int> leader_ranks_;
-    std::unique_ptr<Transport> leaders_;
+    std::vector<int> across_ranks_;
+    std::unique_ptr<Transport> across_;
+    bool sliced_ = false;
+    Scratch staging_;
     std::unique_ptr<Transport> transport_;  // the liveness receives' endpoint
     std::vector<Transport::Handle> liveness_;
     std::vector<bool> posted_;  // liveness_[p] is a receive still posted (never for this rank)

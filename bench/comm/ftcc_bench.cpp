@@ -30,6 +30,7 @@
 #include "ftcc/recovery/job_outcome.hpp"
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/mpi_types.hpp"
+#include "ftcc/comm/shm_segment.hpp"
 
 namespace {
 
@@ -278,7 +279,14 @@ struct Bench {
 };
 
 std::vector<std::string> algos_for(const std::string& op, const std::string& algo) {
-  if (algo != "all") return {algo};
+  if (algo != "all") {  // one name, or several separated by commas
+    std::vector<std::string> names;
+    std::size_t from = 0;
+    for (std::size_t comma; (comma = algo.find(',', from)) != std::string::npos; from = comma + 1)
+      names.push_back(algo.substr(from, comma - from));
+    names.push_back(algo.substr(from));
+    return names;
+  }
   if (op == "allreduce") return {"mpi", "ring", "tree", "rhd", "shm", "auto", "copy"};
   if (op == "broadcast") return {"mpi", "binomial", "chain", "auto"};
   return {"mpi", "auto"};  // reduce_scatter / allgather: ftcc picks recursive halving/doubling or ring
@@ -305,7 +313,8 @@ int main(int argc, char** argv) {
   app.add_option("--algo", cfg.algo,
                  "allreduce: ring|tree|rhd|shm|auto|mpi|copy|all (copy: a memcpy of the buffer on every rank at "
                  "once, the memory bound; its busbw is the copy's GB/s); broadcast: binomial|chain|auto|mpi|all; "
-                 "reduce_scatter/allgather: auto|mpi|all (auto: ftcc's choice of recursive or ring)");
+                 "reduce_scatter/allgather: auto|mpi|all (auto: ftcc's choice of recursive or ring); or several, "
+                 "separated by commas (ring,shm)");
   app.add_option("-b,--min-bytes", cfg.min_bytes, "smallest size (K, M, G suffixes)");
   app.add_option("-e,--max-bytes", cfg.max_bytes, "largest size");
   app.add_option("-f,--step-factor", cfg.factor, "size multiplier between rows")->check(CLI::Range(1.01, 1e9));
@@ -371,9 +380,10 @@ int main(int argc, char** argv) {
         const double algbw = us > 0 ? static_cast<double>(bytes) / (us * 1e3) : 0;
         const double busbw = algo == "copy" ? algbw : algbw * b.bus_factor();
         std::string label = algo;
+        if (algo == "shm" && b.comm.uses_shared_memory() && b.comm.shared_memory()->hosts() > 1) label = "shm(hier)";
         if (cfg.op == "allreduce" && algo == "auto")
           label += "(" + std::string(b.comm.uses_shared_memory() && allreduce_wants_shm(AllreduceAlgo::automatic)
-                                         ? "shm"
+                                         ? (b.comm.shared_memory()->hosts() > 1 ? "hier" : "shm")
                                          : to_string(resolve_allreduce_algo(AllreduceAlgo::automatic, bytes, b.n))) + ")";
         if (algo != "mpi" && algo != "copy") {
           busbw_sum += busbw;
