@@ -60,11 +60,8 @@ void sliced(OpContext& ctx, Channel& ch, const std::byte* in, std::byte* out, st
   std::size_t p = 0;
   for (std::size_t at = 0; at < count; at += per_round) {
     const std::size_t m = std::min(per_round, count - at);
-    const std::uint64_t round = ch.next_round();
-    const int g = static_cast<int>(round % ShmSegment::kGenerations);
-    std::memcpy(ch.slot(g, me), in + at * w, m * w);
-    shm_raise(ctx, ch.arrived(me), round);
-    shm_wait_for_all(ctx, ch, false, round);
+    const std::uint64_t round = shm_open_round(ctx, ch, in + at * w, m * w);
+    const int g = shm_generation(round);
     const auto [lo, hi] = mine(m);
     shm_reduce_slots(ctx, ch, g, part + p * w, lo, hi, dtype, op, true);
     p += hi - lo;
@@ -82,7 +79,7 @@ void sliced(OpContext& ctx, Channel& ch, const std::byte* in, std::byte* out, st
   for (std::size_t at = 0; at < count; at += per_round) {
     const std::size_t m = std::min(per_round, count - at);
     const std::uint64_t round = ch.next_round();
-    const int g = static_cast<int>(round % ShmSegment::kGenerations);
+    const int g = shm_generation(round);
     std::byte* result = ch.slot(g, local);
     const auto [lo, hi] = mine(m);
     shm_wait_for_all(ctx, ch, false, round - 2);  // everyone has copied out the last use of g
@@ -112,11 +109,8 @@ void led(OpContext& ctx, Channel& ch, const std::byte* in, std::byte* out, std::
   } else {
     for (std::size_t at = 0; at < count; at += per_round) {
       const std::size_t m = std::min(per_round, count - at);
-      const std::uint64_t round = ch.next_round();
-      const int g = static_cast<int>(round % ShmSegment::kGenerations);
-      std::memcpy(ch.slot(g, ch.rank()), in + at * w, m * w);
-      shm_raise(ctx, ch.arrived(ch.rank()), round);
-      shm_wait_for_all(ctx, ch, false, round);
+      const std::uint64_t round = shm_open_round(ctx, ch, in + at * w, m * w);
+      const int g = shm_generation(round);
       if (m * w <= kShmWholeRoundBytes) {
         if (leader) shm_reduce_slots(ctx, ch, g, out + at * w, 0, m, dtype, op, true);
         continue;
@@ -143,7 +137,7 @@ void led(OpContext& ctx, Channel& ch, const std::byte* in, std::byte* out, std::
   for (std::size_t at = 0; at < count; at += per_round) {
     const std::size_t m = std::min(per_round, count - at);
     const std::uint64_t round = ch.next_round();
-    const int g = static_cast<int>(round % ShmSegment::kGenerations);
+    const int g = shm_generation(round);
     std::byte* result = ch.slot(g, ch.size());
     if (leader) {
       shm_wait_for_all(ctx, ch, false, round - 2);

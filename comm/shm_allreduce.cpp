@@ -40,11 +40,8 @@ void shm_allreduce_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send
   auto* out = static_cast<std::byte*>(recv);
   for (std::size_t at = 0; at < count; at += per_round) {
     const std::size_t m = std::min(per_round, count - at);
-    const std::uint64_t round = ch.next_round();
-    const int g = static_cast<int>(round % ShmSegment::kGenerations);
-    std::memcpy(ch.slot(g, ch.rank()), in + at * w, m * w);
-    shm_raise(ctx, ch.arrived(ch.rank()), round);
-    shm_wait_for_all(ctx, ch, false, round);
+    const std::uint64_t round = shm_open_round(ctx, ch, in + at * w, m * w);
+    const int g = shm_generation(round);
     if (m * w <= kShmWholeRoundBytes) {
       shm_reduce_slots(ctx, ch, g, out + at * w, 0, m, dtype, op, false);
       continue;

@@ -30,6 +30,14 @@ void shm_wait_for_all(OpContext& ctx, ShmSegment::Channel& ch, bool reduced, std
   for (int p = 0; p < ch.size(); ++p) shm_wait_for(ctx, ch, reduced, p, round);
 }
 
+std::uint64_t shm_open_round(OpContext& ctx, ShmSegment::Channel& ch, const std::byte* piece, std::size_t bytes) {
+  const std::uint64_t round = ch.next_round();
+  std::memcpy(ch.slot(shm_generation(round), ch.rank()), piece, bytes);
+  shm_raise(ctx, ch.arrived(ch.rank()), round);
+  shm_wait_for_all(ctx, ch, false, round);
+  return round;
+}
+
 void shm_reduce_slots(OpContext& ctx, const ShmSegment::Channel& ch, int generation, void* out, std::size_t lo,
                       std::size_t hi, DType dtype, ReduceOp op, bool in_place) {
   if (hi <= lo) return;
