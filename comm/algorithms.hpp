@@ -46,6 +46,16 @@ void channel_allreduce_run(OpContext& ctx, ShmSegment::Channel& channel, const v
                            std::size_t count, DType dtype, ReduceOp op, const AllreduceOptions& options);
 const char* channel_allreduce_name(const ShmSegment::Channel& channel);
 
+// The other collectives of ranks on one host, through the segment's channel 0 (shm_collectives.cpp).
+void shm_broadcast_run(OpContext& ctx, ShmSegment::Channel& channel, void* buf, std::size_t bytes, int root);
+void shm_allgather_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv, std::size_t block_bytes);
+void shm_reduce_scatter_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv,
+                            std::size_t recv_count, DType dtype, ReduceOp op);
+void shm_barrier_run(OpContext& ctx, ShmSegment::Channel& channel);
+// Channel 0 of the communicator's segment when all its ranks are on one host, else nullptr
+// (attaches on first use: call it at the same point on every rank).
+ShmSegment::Channel* one_host_channel(Communicator& comm);
+
 // Runs `algo` (not automatic) with the options' segment size and window.
 void allreduce_run(OpContext& ctx, AllreduceAlgo algo, const void* send, void* recv, std::size_t count, DType dtype,
                    ReduceOp op, const AllreduceOptions& options);

@@ -32,6 +32,9 @@ void shm_wait_for_all(OpContext& ctx, ShmSegment::Channel& ch, bool reduced, std
 
 std::uint64_t shm_open_round(OpContext& ctx, ShmSegment::Channel& ch, const std::byte* piece, std::size_t bytes) {
   const std::uint64_t round = ch.next_round();
+  // Every rank done with round - 2, the last to use this generation (usually known already: the
+  // round before waited for it; not after a broadcast, whose other ranks wait for the root alone).
+  shm_wait_for_all(ctx, ch, false, round - 1);
   std::memcpy(ch.slot(shm_generation(round), ch.rank()), piece, bytes);
   shm_raise(ctx, ch.arrived(ch.rank()), round);
   shm_wait_for_all(ctx, ch, false, round);

@@ -23,8 +23,10 @@ inline constexpr std::size_t kShmWholeRoundBytes = 32 * 1024;
 
 // The generation of slots a round uses.
 inline int shm_generation(std::uint64_t round) { return static_cast<int>(round % ShmSegment::kGenerations); }
-// Opens the channel's next round: copies `bytes` of this rank's input into its slot of the round's
-// generation, raises its `arrived` flag and waits for every rank's. Returns the round.
+// Opens the channel's next round: once every rank is done with the round before last (every
+// `arrived` >= round - 1: a rank raises it to s once it is done with s - 1), copies `bytes` of this
+// rank's input into its slot of the round's generation, raises its `arrived` flag and waits for
+// every rank's. Returns the round.
 std::uint64_t shm_open_round(OpContext& ctx, ShmSegment::Channel& ch, const std::byte* piece, std::size_t bytes);
 
 // Raises `flag` to `round`, after the fault hook (one "send" per flag raised).

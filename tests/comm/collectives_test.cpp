@@ -295,6 +295,44 @@ TEST_F(Collectives, ShmBlockingAndNonblockingTogether) {
   }
 }
 
+// The other collectives share the allreduce's channel and rounds on one host. A sequence that
+// mixes them (sizes around a slot, rounds of different kinds back to back, the broadcast's root
+// moving) checks every result against MPI's: a generation reused while some rank still read it
+// would show up as wrong data.
+TEST_F(Collectives, ShmMixedSequence) {
+  std::mt19937_64 rng(42);  // the same sequence on every rank
+  const std::size_t slot_floats = 2 * 1024 * 1024 / 4;
+  for (int iter = 0; iter < 30; ++iter) {
+    const std::size_t count = std::vector<std::size_t>{1, 1000, slot_floats - 3, slot_floats + 5, 3 * slot_floats / 2}[rng() % 5];
+    const int kind = static_cast<int>(rng() % 5), root = static_cast<int>(rng() % static_cast<unsigned>(n));
+    const std::string what = "iter " + std::to_string(iter) + " kind " + std::to_string(kind) + " count " + std::to_string(count);
+    const auto in = random_input<float>(count * static_cast<std::size_t>(kind == 3 ? n : 1), ReduceOp::max, 5000 + iter);
+    if (kind == 0) {  // broadcast
+      auto ours = in, ref = in;
+      broadcast(comm, ours.data(), count, DType::f32, root);
+      MPI_Bcast(ref.data(), static_cast<int>(count), MPI_FLOAT, root, MPI_COMM_WORLD);
+      ASSERT_EQ(ours, ref) << what;
+    } else if (kind == 1) {  // allgather
+      std::vector<float> ours(count * static_cast<std::size_t>(n)), ref(ours.size());
+      allgather(comm, in.data(), ours.data(), count, DType::f32);
+      MPI_Allgather(in.data(), static_cast<int>(count), MPI_FLOAT, ref.data(), static_cast<int>(count), MPI_FLOAT, MPI_COMM_WORLD);
+      ASSERT_EQ(ours, ref) << what;
+    } else if (kind == 2 || kind == 4) {  // allreduce (max: exact), or a barrier and then one
+      if (kind == 4) barrier(comm);
+      std::vector<float> ours(count), ref(count);
+      allreduce(comm, in.data(), ours.data(), count, DType::f32, ReduceOp::max);
+      MPI_Allreduce(in.data(), ref.data(), static_cast<int>(count), MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+      ASSERT_EQ(ours, ref) << what;
+    } else {  // reduce_scatter
+      std::vector<float> ours(count), ref(count);
+      reduce_scatter(comm, in.data(), ours.data(), count, DType::f32, ReduceOp::max);
+      MPI_Reduce_scatter_block(in.data(), ref.data(), static_cast<int>(count), MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+      ASSERT_EQ(ours, ref) << what;
+    }
+  }
+  EXPECT_EQ(comm.uses_shared_memory(), n > 1);
+}
+
 TEST_F(Collectives, AutoAllreduce) {
   for (std::size_t count : {std::size_t{1}, std::size_t{3000}, std::size_t{300000}, kBig})
     allreduce_case<float>(comm, AllreduceAlgo::automatic, count, ReduceOp::sum, false, 0, count);
@@ -628,6 +666,29 @@ TEST(CollectivesKill, ShmNonblockingSurvivorsSeeTheFailure) {
         req.wait();
       },
       3, 2, "shm_allreduce");
+}
+
+// The other collectives through shared memory, 4 MiB (two rounds): rank 2, the broadcast's root
+// (two flags per round), dies before its second round's piece is announced; in an allgather (one
+// flag per round) it dies at the start of the second round. (A broadcast's other ranks need
+// nothing from each other: one of them dying in its last round leaves the rest with the data.)
+TEST(CollectivesKill, ShmBroadcastSurvivorsSeeTheFailure) {
+  expect_survivors_see_failure(
+      [](Communicator& c, std::vector<float>& v) {
+        broadcast(c, v.data(), v.size(), DType::f32, 2);
+        ASSERT_TRUE(c.uses_shared_memory());
+      },
+      2, 2, "shm_broadcast");
+}
+TEST(CollectivesKill, ShmAllgatherSurvivorsSeeTheFailure) {
+  expect_survivors_see_failure(
+      [](Communicator& c, std::vector<float>& v) {
+        static std::vector<float> all;
+        all.resize(v.size() * 4);
+        allgather(c, v.data(), all.data(), v.size(), DType::f32);
+        ASSERT_TRUE(c.uses_shared_memory());
+      },
+      1, 2, "shm_allgather");
 }
 
 // A rank that dies while the segment is being set up (rank 0, in the agreement after it created
