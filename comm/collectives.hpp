@@ -20,15 +20,20 @@
 //                     (Rabenseifner; 2 log2(n) steps); small messages: recursive doubling
 //   shm_allreduce     ranks on one host: through a shared-memory segment, each rank reducing
 //                     its slice from every rank's buffer (comm/shm_segment.hpp; FTCC_SHM=0 off)
-//   allreduce         shm when every rank runs on one host, else one of the three above by size
-//                     and rank count (select_allreduce_algo); or options.algo, or
-//                     FTCC_ALLREDUCE_ALGO=ring|tree|rhd|shm|auto (shm falls back to the choice
-//                     by size where the ranks span hosts)
-//   broadcast         binomial tree, or pipelined chain for large messages on more than 4 ranks
+//   hierarchical_allreduce  ranks on several hosts, some with several: shared memory inside
+//                     each host, point-to-point between hosts (comm/hierarchical_allreduce.cpp)
+//   allreduce         shm or hierarchical when some host has several ranks, else one of the
+//                     three above by size and rank count (select_allreduce_algo); or
+//                     options.algo, or FTCC_ALLREDUCE_ALGO=ring|tree|rhd|shm|auto (shm falls back
+//                     to the choice by size where every rank is alone on its host)
+//   broadcast         binomial tree, or pipelined chain for large messages on more than 4 ranks;
+//                     `auto` with every rank on one host: shared memory (comm/shm_collectives.cpp)
 //   reduce            pipelined binomial tree
 //   reduce_scatter    recursive halving (small, 2^k ranks) or ring; block r lands on rank r
 //   allgather         recursive doubling (small, 2^k ranks) or ring
 //   barrier           dissemination (ceil(log2 n) rounds of zero-byte messages)
+//                     reduce_scatter, allgather and barrier with every rank on one host: shared
+//                     memory (comm/shm_collectives.cpp)
 //   alltoallv         every rank to every rank, all messages in flight at once (alltoall.cpp)
 //   gather, scatter   linear, to or from a root (gather.cpp)
 //   allreduce_async   nonblocking allreduce: start now, wait() later (comm/allreduce_async.hpp)

@@ -657,15 +657,18 @@ TEST(CollectivesKill, ShmAllreduceSurvivorsSeeTheFailure) {
 TEST(CollectivesKill, ShmRankZeroDiesSurvivorsSeeTheFailure) {
   expect_survivors_see_failure(shm_allreduce_of, 1, 0, "shm_allreduce");
 }
+// A nonblocking allreduce with `algo` (and segment size), waited for at once.
+std::function<void(Communicator&, std::vector<float>&)> nonblocking_allreduce_of(AllreduceAlgo algo, std::size_t segment) {
+  return [algo, segment](Communicator& c, std::vector<float>& v) {
+    AllreduceOptions o;
+    o.algo = algo;
+    o.segment_bytes = segment;
+    auto req = allreduce_async(c, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
+    req.wait();
+  };
+}
 TEST(CollectivesKill, ShmNonblockingSurvivorsSeeTheFailure) {
-  expect_survivors_see_failure(
-      [](Communicator& c, std::vector<float>& v) {
-        AllreduceOptions o;
-        o.algo = AllreduceAlgo::shm;
-        auto req = allreduce_async(c, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
-        req.wait();
-      },
-      3, 2, "shm_allreduce");
+  expect_survivors_see_failure(nonblocking_allreduce_of(AllreduceAlgo::shm, 0), 3, 2, "shm_allreduce");
 }
 
 // The other collectives through shared memory, 4 MiB (two rounds): rank 2, the broadcast's root
@@ -786,15 +789,7 @@ TEST(CollectivesHang, ShmStoppedRankTimesOut) { expect_timeouts_around_stopped_r
 TEST(CollectivesHang, HierStoppedRankTimesOut) { expect_timeouts_around_stopped_rank(true); }
 
 TEST(CollectivesKill, NonblockingAllreduceSurvivorsSeeTheFailure) {
-  expect_survivors_see_failure(
-      [](Communicator& c, std::vector<float>& v) {
-        AllreduceOptions o;
-        o.algo = AllreduceAlgo::ring;
-        o.segment_bytes = 16 * 1024;
-        auto req = allreduce_async(c, kInPlace, v.data(), v.size(), DType::f32, ReduceOp::sum, o);
-        req.wait();
-      },
-      4);
+  expect_survivors_see_failure(nonblocking_allreduce_of(AllreduceAlgo::ring, 16 * 1024), 4);
 }
 
 }  // namespace

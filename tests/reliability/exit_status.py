@@ -139,6 +139,7 @@ elif case == "shm_setup_killed":
                      "--gtest_filter=CollectivesKill.ShmSetupRankZeroDies", "--ftcc-expect-killed=1",
                      env={"FTCC_JOB_DIR": job_dir})
     check("survivors all passed: PASS" in out, "the survivors saw the failure")
+    check(rc == 0, f"ftcc-run exits 0: the test harness's verdict, one death expected (got {rc})")
     check(once(out, "ftcc-run: removed 1 shared-memory object(s)") and "/dev/shm/ftcc-shm.shmjob." in out,
           "ftcc-run removed the object rank 0 left, and said so once")
     left = [f for f in os.listdir("/dev/shm") if f.startswith("ftcc-shm.shmjob.")]
