@@ -71,13 +71,15 @@ struct CommOptions {
 };
 
 // Reusable scratch memory for collectives (64-byte aligned, grows, contents not preserved).
-// Two independent slots: slot 0 for the pipeline engines' receive slots (ring_phases,
-// tree_phases), slot 1 for an algorithm's own staging buffer.
+// Three independent slots: slot 0 for the pipeline engines' receive slots (ring_phases,
+// tree_phases), slot 1 for an algorithm's own staging buffer, slot 2 for a collective made of
+// another one (the hierarchical allreduce's slices, which its exchange between hosts sends and
+// receives in place, using slots 0 and 1 itself).
 // poison() abandons the current blocks for good: used when a cancelled receive might still write
 // into them, so that memory is never handed out again (a bounded leak on an error path only).
 class Scratch {
  public:
-  static constexpr int kSlots = 2;
+  static constexpr int kSlots = 3;
   Scratch() = default;
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
@@ -163,11 +165,11 @@ class Communicator {
   int collective_tag_span() const { return tag_span_; }
   // The thread of this communicator's nonblocking collectives (started on first use).
   detail::ProgressThread& progress();
-  // The shared-memory segment of this communicator when all its ranks run on one host
+  // The shared-memory segment of this communicator when some host runs several of its ranks
   // (comm/shm_segment.hpp), else nullptr. The first call attaches it and is collective: the
-  // allreduce calls make it at the same point of every rank's collective sequence.
+  // collectives make it at the same point of every rank's collective sequence.
   detail::ShmSegment* shared_memory();
-  // True once shared_memory() attached a segment (the allreduce then runs through it).
+  // True once shared_memory() attached a segment (the collectives then run through it).
   bool uses_shared_memory() const { return shm_ != nullptr; }
   // The tag of the segment's liveness receives, just past the collective tags: nothing sends on it.
   int liveness_tag() const { return kMaxUserTag + tag_span_; }

@@ -39,8 +39,8 @@ namespace {
 
 using Channel = ShmSegment::Channel;
 
-// Every host the same size: host rank r reduces slice r of every round (packed into its staging
-// memory), allreduces that with the ranks of place r on the other hosts, then writes it into the
+// Every host the same size: host rank r reduces slice r of every round (packed into the context's
+// scratch slot 2), allreduces that with the ranks of place r on the other hosts, then writes it into the
 // result slot for all to copy out.
 void sliced(OpContext& ctx, Channel& ch, const std::byte* in, std::byte* out, std::size_t count, DType dtype,
             ReduceOp op, const AllreduceOptions& o) {
@@ -54,7 +54,7 @@ void sliced(OpContext& ctx, Channel& ch, const std::byte* in, std::byte* out, st
     const auto [lo, hi] = mine(std::min(per_round, count - at));
     packed += hi - lo;
   }
-  std::byte* part = ch.staging(packed * w);
+  std::byte* part = ctx.scratch(packed * w, 2);  // poisoned with the rest if a receive outlives the call
 
   // 1. Reduce-scatter inside the host.
   std::size_t p = 0;
@@ -157,6 +157,7 @@ void led(OpContext& ctx, Channel& ch, const std::byte* in, std::byte* out, std::
 
 void hierarchical_allreduce_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv,
                                 std::size_t count, DType dtype, ReduceOp op, const AllreduceOptions& o) {
+  const ShmCall call(ctx, ch);
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   if (ch.sliced())

@@ -26,8 +26,8 @@ std::string link_of(const char* path) {
 }  // namespace
 
 std::string host_identity() {
-  const std::string basis = first_line_of("/proc/sys/kernel/random/boot_id") + "|" + link_of("/proc/self/ns/mnt") + "|" +
-                            link_of("/proc/self/ns/pid") + "|" + link_of("/proc/self/ns/net");
+  const std::string basis = first_line_of("/proc/sys/kernel/random/boot_id") + "|" + link_of("/proc/self/ns/pid") + "|" +
+                            link_of("/proc/self/ns/net");
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (unsigned char c : basis) h = (h ^ c) * 1099511628211ull;
   char host[256] = {0};
@@ -36,5 +36,7 @@ std::string host_identity() {
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return std::string(host) + "/" + hex;
 }
+
+std::string shared_memory_identity() { return host_identity() + "/" + link_of("/proc/self/ns/mnt"); }
 
 }  // namespace ftcc::comm

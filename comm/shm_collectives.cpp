@@ -18,7 +18,8 @@
 //                   all are up, each reduces the part of its own block that falls in the round,
 //                   in rank order, straight into its output.
 //   barrier         one round: raise `arrived`, wait for every rank's.
-// Failures, deadlines and the hooks are those of the shared-memory allreduce (comm/shm_steps.hpp):
+// Failures, deadlines and the hooks are those of the shared-memory allreduce (comm/shm_steps.hpp;
+// a collective that fails leaves the channel refused to later ones, ShmCall):
 // the fault hook runs before each flag is raised, the receive hook sees what a rank reads of the
 // others' slots (its own copies, or its block of their slots, which no one else reads).
 #include <algorithm>
@@ -30,6 +31,7 @@
 namespace ftcc::comm::detail {
 
 void shm_broadcast_run(OpContext& ctx, ShmSegment::Channel& ch, void* buf, std::size_t bytes, int root) {
+  const ShmCall call(ctx, ch);
   auto* b = static_cast<std::byte*>(buf);
   const std::size_t per_round = ch.slot_bytes();
   const int me = ch.rank();
@@ -52,6 +54,7 @@ void shm_broadcast_run(OpContext& ctx, ShmSegment::Channel& ch, void* buf, std::
 }
 
 void shm_allgather_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv, std::size_t block_bytes) {
+  const ShmCall call(ctx, ch);
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   const std::size_t per_round = ch.slot_bytes();
@@ -70,6 +73,7 @@ void shm_allgather_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send
 
 void shm_reduce_scatter_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv,
                             std::size_t recv_count, DType dtype, ReduceOp op) {
+  const ShmCall call(ctx, ch);
   const std::size_t w = dtype_size(dtype), total = static_cast<std::size_t>(ch.size()) * recv_count;
   const std::size_t per_round = ch.slot_bytes() / w;
   const std::size_t mine_lo = static_cast<std::size_t>(ch.rank()) * recv_count, mine_hi = mine_lo + recv_count;
@@ -85,6 +89,7 @@ void shm_reduce_scatter_run(OpContext& ctx, ShmSegment::Channel& ch, const void*
 }
 
 void shm_barrier_run(OpContext& ctx, ShmSegment::Channel& ch) {
+  const ShmCall call(ctx, ch);
   const std::uint64_t round = ch.next_round();
   shm_raise(ctx, ch.arrived(ch.rank()), round);
   shm_wait_for_all(ctx, ch, false, round);

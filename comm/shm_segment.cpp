@@ -106,8 +106,6 @@ std::byte* ShmSegment::Channel::slot(int generation, int r) const {
                      slot_bytes_;
 }
 
-std::byte* ShmSegment::Channel::staging(std::size_t bytes) { return staging_.get(bytes, 0); }
-
 void ShmSegment::Channel::check_peers(const char* op) {
   for (std::size_t p = 0; p < liveness_.size(); ++p) {
     if (!posted_[p]) continue;
@@ -137,7 +135,7 @@ std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
   // rank with FTCC_SHM=0 takes part too, with a key that says so: then nobody uses shared memory).
   constexpr char kOff[] = "FTCC_SHM=0";
   std::array<char, kKeyBytes> key{};
-  std::string id = off && std::string(off) == "0" ? std::string(kOff) : host_identity();
+  std::string id = off && std::string(off) == "0" ? std::string(kOff) : shared_memory_identity();
   if (group && *group) id += std::string("/group:") + group;
   std::memcpy(key.data(), id.data(), std::min(id.size(), kKeyBytes - 1));
   std::vector<char> keys(kKeyBytes * static_cast<std::size_t>(n));
@@ -228,7 +226,7 @@ std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
                  static_cast<std::size_t>(c * kGenerations * (local + 1)) * slot;
     }
     ch.sliced_ = uniform;
-    if (uniform || lr == 0) {  // my column: the rank of my place on every host (the leaders, for place 0)
+    if (hosts > 1 && (uniform || lr == 0)) {  // my column: the rank of my place on every host (the leaders, for place 0)
       ch.across_ranks_ = column;
       ch.across_ = std::make_unique<SubgroupTransport>(comm.transport(), column, SubgroupTransport::Tags::parents);
     }

@@ -3,8 +3,8 @@
 // on one host, and comm/hierarchical_allreduce.cpp, for one spanning several).
 //
 // ShmSegment::attach(comm) is collective over `comm` (every rank calls it, in the same order as
-// the other collectives). The ranks allgather their host keys (comm/host_identity.hpp, plus
-// FTCC_SHM_GROUP when set: ranks of one host with different values count as different hosts) and
+// the other collectives). The ranks allgather their host keys (comm/host_identity.hpp's
+// shared_memory_identity, plus FTCC_SHM_GROUP when set: ranks of one host with different values count as different hosts) and
 // group themselves by host; a host is led by its lowest rank. Each leader of a host with several
 // ranks creates a POSIX shared-memory object named after the job (FTCC_JOB_DIR's name, else its
 // pid) if /dev/shm has at least twice its size free (its pages are only taken as the collectives
@@ -82,9 +82,11 @@ class ShmSegment {
     // Every host has size() ranks (the hierarchical allreduce then splits the exchange between
     // the hosts over all of them).
     bool sliced() const { return sliced_; }
-    // Private memory of this channel's rank, at least `bytes`, 64-byte aligned (grows; contents
-    // not kept across calls).
-    std::byte* staging(std::size_t bytes);
+    // A collective that leaves this channel by an exception may leave the ranks at different
+    // rounds (one raised a flag the others never waited for): the channel is then unusable, and
+    // ShmCall refuses it (comm/shm_steps.hpp).
+    bool broken() const { return broken_; }
+    void mark_broken() { broken_ = true; }
     // Bytes of one slot: the largest piece of a collective handled per round.
     std::size_t slot_bytes() const { return slot_bytes_; }
     // Slot `r` of generation g (r == size(): the reduced result).
@@ -109,7 +111,7 @@ class ShmSegment {
     std::vector<int> across_ranks_;
     std::unique_ptr<Transport> across_;
     bool sliced_ = false;
-    Scratch staging_;
+    bool broken_ = false;
     std::unique_ptr<Transport> transport_;  // the liveness receives' endpoint
     std::vector<Transport::Handle> liveness_;
     std::vector<bool> posted_;  // liveness_[p] is a receive still posted (never for this rank)

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+
+#include "ftcc/comm/errors.hpp"
 
 #include "ftcc/comm/reduce_kernels.hpp"
 
@@ -11,6 +14,16 @@ namespace {
 constexpr unsigned kLivenessEvery = 64;  // idle rounds between two looks at the liveness receives
 
 }  // namespace
+
+ShmCall::ShmCall(const OpContext& ctx, ShmSegment::Channel& ch) : ch_(ch), uncaught_(std::uncaught_exceptions()) {
+  if (ch.broken())
+    throw CommError(ctx.op(), "this communicator's shared memory is unusable: an earlier collective on it failed, and "
+                              "its ranks may be at different rounds; revoke and shrink the communicator, or make a new one");
+}
+
+ShmCall::~ShmCall() {
+  if (std::uncaught_exceptions() > uncaught_) ch_.mark_broken();
+}
 
 void shm_raise(OpContext& ctx, ShmSegment::Flag& flag, std::uint64_t round) {
   ctx.before_send();

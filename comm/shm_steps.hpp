@@ -17,6 +17,23 @@
 
 namespace ftcc::comm::detail {
 
+// One collective on a channel: refuses a channel that an earlier collective left by an exception
+// (CommError: its ranks may be at different rounds, and a flag left from the failed call would
+// let a rank read a slot that no longer holds what it expects; revoke and shrink the communicator,
+// or make a new one, as after any failed collective), and marks the channel so when this one
+// leaves by an exception.
+class ShmCall {
+ public:
+  ShmCall(const OpContext& ctx, ShmSegment::Channel& ch);
+  ~ShmCall();
+  ShmCall(const ShmCall&) = delete;
+  ShmCall& operator=(const ShmCall&) = delete;
+
+ private:
+  ShmSegment::Channel& ch_;
+  int uncaught_;
+};
+
 // Pieces of up to this many bytes are reduced whole by the rank(s) that need the result (one
 // synchronisation instead of two).
 inline constexpr std::size_t kShmWholeRoundBytes = 32 * 1024;

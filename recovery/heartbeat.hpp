@@ -17,7 +17,7 @@
 //    the pid's start time, so a recycled pid is never hit). The choice is made again every period
 //    for every suspect on the host still alive: when the fencer is itself suspected (two ranks
 //    stopped), the next live rank fences both. Fencing converges while one rank of the host lives. Same host = same host_identity(): hostname, boot
-//    id and mount/pid/net namespaces, so containers sharing a hostname are told apart.
+//    id and pid/net namespaces, so containers sharing a hostname are told apart.
 //  - Exclusion: suspicion is final. A suspected rank that speaks again (it was stopped) gets a
 //    reply listing it; a rank that reads itself in the list of a sender it does not suspect itself
 //    tells its host-mates and calls on_excluded (the owner stops the process: self-fencing). Lists
@@ -135,7 +135,7 @@ class Heartbeat {
   // process just sent SIGKILL (a fenced rank, SIGSTOPped or not) dies a moment later, not at once.
   static bool wait_process_gone(int pid, std::uint64_t start_time, std::chrono::steady_clock::time_point deadline);
   // This host's identity, comm::host_identity() (comm/host_identity.hpp): "hostname/<hash of boot
-  // id, mount, pid and network namespaces>". Two ranks can fence each other (kill) only when it is equal.
+  // id, pid and network namespaces>". Two ranks can fence each other (kill) only when it is equal.
   static std::string host_identity();
 
  private:
