@@ -52,9 +52,45 @@ void shm_allgather_run(OpContext& ctx, ShmSegment::Channel& channel, const void*
 void shm_reduce_scatter_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv,
                             std::size_t recv_count, DType dtype, ReduceOp op);
 void shm_barrier_run(OpContext& ctx, ShmSegment::Channel& channel);
+// `root`: a host rank. recv: the root's only (reduce, gather); send: the root's only (scatter).
+void shm_reduce_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv, std::size_t count,
+                    DType dtype, ReduceOp op, int root);
+void shm_gather_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv, std::size_t block_bytes,
+                    int root);
+void shm_scatter_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv, std::size_t block_bytes,
+                     int root);
+// Host rank == the communicator's rank (every rank on this host). Throws InvalidArgument on the
+// rank whose recv_counts differ from what the others send it. Returns false, on every rank, when
+// some rank sends the others more than kShmAlltoallBytes, or a message exceeds its part of a slot:
+// the caller then exchanges the data point-to-point (measured: docs/collectives.md).
+inline constexpr std::size_t kShmAlltoallBytes = 64 * 1024;
+bool shm_alltoallv_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, const std::size_t* send_counts,
+                       const std::size_t* send_displs, void* recv, const std::size_t* recv_counts,
+                       const std::size_t* recv_displs, std::size_t elem_bytes);
 // Channel 0 of the communicator's segment when all its ranks are on one host, else nullptr
 // (attaches on first use: call it at the same point on every rank).
 ShmSegment::Channel* one_host_channel(Communicator& comm);
+// Channel 0 of the communicator's segment, on one host or several (nullptr: every rank is alone on
+// its host, or no shared memory); attaches as one_host_channel does.
+ShmSegment::Channel* blocking_channel(Communicator& comm);
+
+// The collectives of a communicator spanning several hosts, some with several ranks: shared memory
+// inside each host, point-to-point between them (hierarchical_collectives.cpp). channel.hosts() > 1;
+// `root` is the communicator's rank. ctx is the whole communicator's.
+void hierarchical_broadcast_run(OpContext& ctx, ShmSegment::Channel& channel, void* buf, std::size_t bytes, int root);
+void hierarchical_barrier_run(OpContext& ctx, ShmSegment::Channel& channel);
+void hierarchical_reduce_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv,
+                             std::size_t count, DType dtype, ReduceOp op, int root);
+void hierarchical_gather_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv,
+                             std::size_t block_bytes, int root);
+void hierarchical_scatter_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv,
+                              std::size_t block_bytes, int root);
+void hierarchical_allgather_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv,
+                                std::size_t block_bytes);
+void hierarchical_reduce_scatter_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv,
+                                     std::size_t recv_count, DType dtype, ReduceOp op);
+// The dissemination barrier over ctx's ranks (barrier.cpp).
+void dissemination_barrier(OpContext& ctx);
 
 // Runs `algo` (not automatic) with the options' segment size and window.
 void allreduce_run(OpContext& ctx, AllreduceAlgo algo, const void* send, void* recv, std::size_t count, DType dtype,

@@ -1,7 +1,8 @@
 // allgather. Small totals on 2^k ranks: recursive doubling, log2 n exchanges (step k swaps the
 // 2^k blocks gathered so far with rank r xor 2^k). Otherwise the ring allgather phase: n-1 steps,
 // each block forwarded as it arrives (bandwidth-optimal for any n). Ranks that all run on one host:
-// through shared memory (shm_collectives.cpp).
+// through shared memory (shm_collectives.cpp); on several hosts, some with several ranks:
+// hierarchical (hierarchical_collectives.cpp).
 #include <cstring>
 
 #include "ftcc/comm/algorithms.hpp"
@@ -32,8 +33,8 @@ void allgather(Communicator& comm, const void* send, void* recv, std::size_t sen
   const std::size_t esz = dtype_size(dtype);
   auto* out = static_cast<std::byte*>(recv);
   std::byte* mine = out + static_cast<std::size_t>(r) * send_count * esz;
-  detail::ShmSegment::Channel* ch = detail::one_host_channel(comm);  // every rank on this host
-  OpContext ctx(comm, ch ? "shm_allgather" : "allgather", o.timeout_s);
+  detail::ShmSegment::Channel* ch = detail::blocking_channel(comm);
+  OpContext ctx(comm, !ch ? "allgather" : ch->hosts() == 1 ? "shm_allgather" : "hierarchical_allgather", o.timeout_s);
   if (send_count == 0) return;
   const std::size_t total = static_cast<std::size_t>(n) * send_count * esz;
   const bool in_place = !send || send == mine;
@@ -41,7 +42,10 @@ void allgather(Communicator& comm, const void* send, void* recv, std::size_t sen
     detail::with_host_buffers(in_place ? nullptr : send, send_count * esz, recv, in_place ? total : 0, total,
                               [&](const void* s, void* rv) {
                                 const auto* from = s ? s : static_cast<std::byte*>(rv) + static_cast<std::size_t>(r) * send_count * esz;
-                                detail::shm_allgather_run(ctx, *ch, from, rv, send_count * esz);
+                                if (ch->hosts() == 1)
+                                  detail::shm_allgather_run(ctx, *ch, from, rv, send_count * esz);
+                                else
+                                  detail::hierarchical_allgather_run(ctx, *ch, from, rv, send_count * esz);
                               });
     return;
   }

@@ -1,6 +1,8 @@
 // alltoallv: every rank sends a block to every rank (MPI_Alltoallv). All receives are posted first,
 // then the sends in the order r+1, r+2, ... (rank r's first send goes to its right neighbour, so
-// no rank is the first destination of everyone), the own block is copied locally.
+// no rank is the first destination of everyone), the own block is copied locally. Ranks that all
+// run on one host: the counts through shared memory, and the data too when no rank sends more than
+// kShmAlltoallBytes (shm_collectives.cpp).
 #include <cstring>
 
 #include "ftcc/comm/algorithms.hpp"
@@ -13,7 +15,10 @@ void alltoallv(Communicator& comm, const void* send, const std::size_t* send_cou
                const CollectiveOptions& o) {
   const int n = comm.size(), r = comm.rank();
   const std::size_t esz = dtype_size(dtype);
-  OpContext ctx(comm, "alltoall", o.timeout_s);
+  detail::ShmSegment::Channel* ch = detail::one_host_channel(comm);
+  OpContext ctx(comm, ch ? "shm_alltoall" : "alltoall", o.timeout_s);
+  if (ch && detail::shm_alltoallv_run(ctx, *ch, send, send_counts, send_displs, recv, recv_counts, recv_displs, esz))
+    return;
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   std::vector<OpContext::Handle> hs;

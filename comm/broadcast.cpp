@@ -1,6 +1,7 @@
 // broadcast: binomial tree (ceil(log2 n) hops, the root sends ceil(log2 n) copies) or pipelined
 // chain (n-1 hops, but every link busy at once: time ~ bytes/bandwidth + (n-2) segments); `auto`
-// on ranks that all run on one host: shared memory (shm_collectives.cpp).
+// on ranks that all run on one host: shared memory (shm_collectives.cpp); on several hosts, some
+// with several ranks: hierarchical (hierarchical_collectives.cpp).
 #include "ftcc/comm/algorithms.hpp"
 #include "ftcc/comm/device_staging.hpp"
 #include "ftcc/comm/blocks.hpp"
@@ -12,10 +13,15 @@ void broadcast(Communicator& comm, void* buf, std::size_t count, DType dtype, in
   FTCC_CHECK(root >= 0 && root < comm.size()) << "broadcast root " << root << " of " << comm.size();
   const std::size_t bytes = count * dtype_size(dtype);
   if (o.algo == BroadcastAlgo::automatic)
-    if (detail::ShmSegment::Channel* ch = detail::one_host_channel(comm)) {  // every rank on this host
-      OpContext ctx(comm, "shm_broadcast", o.timeout_s);
-      detail::with_host_buffers(nullptr, 0, buf, comm.rank() == root ? bytes : 0, bytes,
-                                [&](const void*, void* b) { detail::shm_broadcast_run(ctx, *ch, b, bytes, root); });
+    if (detail::ShmSegment::Channel* ch = detail::blocking_channel(comm)) {
+      const bool one_host = ch->hosts() == 1;
+      OpContext ctx(comm, one_host ? "shm_broadcast" : "hierarchical_broadcast", o.timeout_s);
+      detail::with_host_buffers(nullptr, 0, buf, comm.rank() == root ? bytes : 0, bytes, [&](const void*, void* b) {
+        if (one_host)
+          detail::shm_broadcast_run(ctx, *ch, b, bytes, root);
+        else
+          detail::hierarchical_broadcast_run(ctx, *ch, b, bytes, root);
+      });
       return;
     }
   BroadcastAlgo algo = o.algo;

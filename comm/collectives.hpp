@@ -26,16 +26,20 @@
 //                     three above by size and rank count (select_allreduce_algo); or
 //                     options.algo, or FTCC_ALLREDUCE_ALGO=ring|tree|rhd|shm|auto (shm falls back
 //                     to the choice by size where every rank is alone on its host)
-//   broadcast         binomial tree, or pipelined chain for large messages on more than 4 ranks;
-//                     `auto` with every rank on one host: shared memory (comm/shm_collectives.cpp)
+//   broadcast         binomial tree, or pipelined chain for large messages on more than 4 ranks
 //   reduce            pipelined binomial tree
 //   reduce_scatter    recursive halving (small, 2^k ranks) or ring; block r lands on rank r
 //   allgather         recursive doubling (small, 2^k ranks) or ring
 //   barrier           dissemination (ceil(log2 n) rounds of zero-byte messages)
-//                     reduce_scatter, allgather and barrier with every rank on one host: shared
-//                     memory (comm/shm_collectives.cpp)
 //   alltoallv         every rank to every rank, all messages in flight at once (alltoall.cpp)
 //   gather, scatter   linear, to or from a root (gather.cpp)
+//   Shared memory: with every rank on one host, broadcast (`auto`), reduce, reduce_scatter,
+//                     allgather, gather, scatter and barrier run through the communicator's
+//                     segment (comm/shm_collectives.cpp); alltoallv exchanges its counts there, and
+//                     its data too up to 64 KiB per rank. On several hosts, some with several
+//                     ranks, the same collectives (alltoallv aside) are hierarchical: shared
+//                     memory inside each host, point-to-point between one rank per host
+//                     (comm/hierarchical_collectives.cpp). FTCC_SHM=0 turns all of it off.
 //   allreduce_async   nonblocking allreduce: start now, wait() later (comm/allreduce_async.hpp)
 //
 // Options expose segment_bytes and window (segments in flight) so tests reach the multi-segment

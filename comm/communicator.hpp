@@ -71,15 +71,16 @@ struct CommOptions {
 };
 
 // Reusable scratch memory for collectives (64-byte aligned, grows, contents not preserved).
-// Three independent slots: slot 0 for the pipeline engines' receive slots (ring_phases,
+// Five independent slots: slot 0 for the pipeline engines' receive slots (ring_phases,
 // tree_phases), slot 1 for an algorithm's own staging buffer, slot 2 for a collective made of
 // another one (the hierarchical allreduce's slices, which its exchange between hosts sends and
-// receives in place, using slots 0 and 1 itself).
+// receives in place, using slots 0 and 1 itself), slots 3 and 4 for the other hierarchical
+// collectives' per-host buffers (comm/hierarchical_collectives.cpp).
 // poison() abandons the current blocks for good: used when a cancelled receive might still write
 // into them, so that memory is never handed out again (a bounded leak on an error path only).
 class Scratch {
  public:
-  static constexpr int kSlots = 3;
+  static constexpr int kSlots = 5;
   Scratch() = default;
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;

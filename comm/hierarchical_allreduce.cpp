@@ -83,7 +83,7 @@ void sliced(OpContext& ctx, Channel& ch, const std::byte* in, std::byte* out, st
     std::byte* result = ch.slot(g, local);
     const auto [lo, hi] = mine(m);
     shm_wait_for_all(ctx, ch, false, round - 2);  // everyone has copied out the last use of g
-    std::memcpy(result + lo * w, part + p * w, (hi - lo) * w);
+    shm_store(result + lo * w, part + p * w, (hi - lo) * w);
     p += hi - lo;
     shm_raise(ctx, ch.reduced(me), round);
     shm_wait_for_all(ctx, ch, true, round);
@@ -141,7 +141,7 @@ void led(OpContext& ctx, Channel& ch, const std::byte* in, std::byte* out, std::
     std::byte* result = ch.slot(g, ch.size());
     if (leader) {
       shm_wait_for_all(ctx, ch, false, round - 2);
-      std::memcpy(result, out + at * w, m * w);
+      shm_store(result, out + at * w, m * w);
       shm_raise(ctx, ch.reduced(0), round);
       shm_raise(ctx, ch.arrived(0), round);
     } else {

@@ -65,7 +65,11 @@ class OpContext {
   void progressed() { idle_rounds_ = 0; }
   double elapsed_s() const;
 
-  // Slot 0: the pipeline engines; slot 1: the calling algorithm (see Scratch).
+  // The endpoint this call sends and receives through.
+  Transport& transport() const { return t_; }
+
+  // Slot 0: the pipeline engines; slot 1: the calling algorithm; 2: the hierarchical allreduce;
+  // 3 and 4: the other hierarchical collectives (see Scratch).
   std::byte* scratch(std::size_t bytes, int slot = 0) { return scratch_.get(bytes, slot); }
 
  private:

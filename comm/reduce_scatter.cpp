@@ -2,7 +2,8 @@
 // halving, log2 n exchanges (step k hands the half of the current block range that does not hold
 // block r to rank r xor 2^k and reduces the half that does). Otherwise the ring reduce-scatter
 // phase: n-1 steps, the partial blocks travel through scratch; block r lands on rank r. Ranks that
-// all run on one host: through shared memory (shm_collectives.cpp).
+// all run on one host: through shared memory (shm_collectives.cpp); on several hosts, some with
+// several ranks: hierarchical (hierarchical_collectives.cpp).
 #include <cstring>
 
 #include "ftcc/comm/algorithms.hpp"
@@ -60,14 +61,18 @@ void reduce_scatter(Communicator& comm, const void* send, void* recv, std::size_
   const int n = comm.size(), rank = comm.rank();
   const std::size_t esz = dtype_size(dtype);
   if (!send) send = recv;
-  detail::ShmSegment::Channel* ch = detail::one_host_channel(comm);  // every rank on this host
-  OpContext ctx(comm, ch ? "shm_reduce_scatter" : "reduce_scatter", o.timeout_s);
+  detail::ShmSegment::Channel* ch = detail::blocking_channel(comm);
+  OpContext ctx(comm, !ch ? "reduce_scatter" : ch->hosts() == 1 ? "shm_reduce_scatter" : "hierarchical_reduce_scatter",
+                o.timeout_s);
   if (recv_count == 0) return;
   const std::size_t in_bytes = static_cast<std::size_t>(n) * recv_count * esz;
   if (ch) {
     detail::with_host_buffers(send, in_bytes, recv, send == recv ? in_bytes : 0, recv_count * esz,
                               [&](const void* s, void* r) {
-                                detail::shm_reduce_scatter_run(ctx, *ch, s ? s : r, r, recv_count, dtype, op);
+                                if (ch->hosts() == 1)
+                                  detail::shm_reduce_scatter_run(ctx, *ch, s ? s : r, r, recv_count, dtype, op);
+                                else
+                                  detail::hierarchical_reduce_scatter_run(ctx, *ch, s ? s : r, r, recv_count, dtype, op);
                               });
     return;
   }

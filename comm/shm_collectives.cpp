@@ -1,6 +1,8 @@
-// shm_collectives: broadcast, allgather, reduce_scatter and barrier for the ranks of one host,
-// through the communicator's shared-memory segment (comm/shm_segment.hpp; the allreduce is
-// comm/shm_allreduce.cpp). They share channel 0 with the blocking allreduce and its rounds.
+// shm_collectives: broadcast, reduce, allgather, gather, scatter, reduce_scatter, alltoallv and
+// barrier for the ranks of one host, through the communicator's shared-memory segment
+// (comm/shm_segment.hpp; the allreduce is comm/shm_allreduce.cpp). They share channel 0 with the
+// blocking allreduce and its rounds. `root` is a host rank. The hierarchical collectives
+// (comm/hierarchical_collectives.cpp) run them inside each host.
 //
 // What `arrived` means, for every collective on a channel: a rank raises it to round s when it has
 // finished round s - 1 and (where it has one) written its piece of round s into its slot. So
@@ -12,8 +14,20 @@
 //   broadcast       per round: the root waits until every rank is done with the round before the
 //                   last, copies its piece into the result slot and raises `reduced`; the others
 //                   raise `arrived`, wait for the root's `reduced` and copy the piece out.
+//   reduce          per round, as the allreduce (comm/shm_allreduce.cpp), but only the root copies
+//                   the result out (pieces of up to kShmWholeRoundBytes: only the root reduces).
 //   allgather       per round: every rank copies its piece into its slot and raises `arrived`;
 //                   once all are up, each copies every rank's piece to its place.
+//   gather          the same, but only the root copies the pieces out.
+//   scatter         per round: the root waits as the broadcast's does, copies block r's piece into
+//                   rank r's slot for every r and raises `reduced`; rank r copies its slot out.
+//   alltoallv       one round in which every rank writes its send counts into its slot (so every
+//                   rank knows every rank's, and checks what it expects from each rank); then, if
+//                   no rank sends the others more than kShmAlltoallBytes in all and every message
+//                   fits a part of a slot (slot / n bytes), one round: every rank writes its data
+//                   for rank p into part p of its slot; once all are up, each copies part `me` of
+//                   every rank's slot out. Larger ones go point-to-point: Open MPI copies a large
+//                   message once, from the sender's memory into the receiver's (two copies here).
 //   reduce_scatter  per round of the whole input (n blocks): every rank copies its piece in; once
 //                   all are up, each reduces the part of its own block that falls in the round,
 //                   in rank order, straight into its output.
@@ -41,7 +55,7 @@ void shm_broadcast_run(OpContext& ctx, ShmSegment::Channel& ch, void* buf, std::
     std::byte* result = ch.slot(shm_generation(round), ch.size());
     if (me == root) {
       shm_wait_for_all(ctx, ch, false, round - 1);
-      std::memcpy(result, b + at, m);
+      shm_store(result, b + at, m);
       shm_raise(ctx, ch.reduced(me), round);
       shm_raise(ctx, ch.arrived(me), round);
     } else {
@@ -53,7 +67,11 @@ void shm_broadcast_run(OpContext& ctx, ShmSegment::Channel& ch, void* buf, std::
   }
 }
 
-void shm_allgather_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv, std::size_t block_bytes) {
+namespace {
+
+// allgather (root < 0: every rank copies out) and gather (only the root does).
+void gather_rounds(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv, std::size_t block_bytes,
+                   int root) {
   const ShmCall call(ctx, ch);
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
@@ -61,6 +79,7 @@ void shm_allgather_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send
   for (std::size_t at = 0; at < block_bytes; at += per_round) {
     const std::size_t m = std::min(per_round, block_bytes - at);
     const int g = shm_generation(shm_open_round(ctx, ch, in + at, m));
+    if (root >= 0 && ch.rank() != root) continue;
     for (int r = 0; r < ch.size(); ++r) {
       std::byte* to = out + static_cast<std::size_t>(r) * block_bytes + at;
       if (to == in + at) continue;  // in place: this rank's own block is there already
@@ -69,6 +88,127 @@ void shm_allgather_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send
         (*hook)(ctx.op(), ctx.tag(), to, m);
     }
   }
+}
+
+}  // namespace
+
+void shm_allgather_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv, std::size_t block_bytes) {
+  gather_rounds(ctx, ch, send, recv, block_bytes, -1);
+}
+
+void shm_gather_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv, std::size_t block_bytes,
+                    int root) {
+  gather_rounds(ctx, ch, send, recv, block_bytes, root);
+}
+
+void shm_scatter_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv, std::size_t block_bytes,
+                     int root) {
+  const ShmCall call(ctx, ch);
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  const std::size_t per_round = ch.slot_bytes();
+  const int me = ch.rank();
+  if (me == root && out != nullptr && out != in + static_cast<std::size_t>(root) * block_bytes && block_bytes > 0)
+    std::memcpy(out, in + static_cast<std::size_t>(root) * block_bytes, block_bytes);
+  for (std::size_t at = 0; at < block_bytes; at += per_round) {
+    const std::size_t m = std::min(per_round, block_bytes - at);
+    const std::uint64_t round = ch.next_round();
+    const int g = shm_generation(round);
+    if (me == root) {
+      shm_wait_for_all(ctx, ch, false, round - 1);
+      for (int r = 0; r < ch.size(); ++r)
+        if (r != root) shm_store(ch.slot(g, r), in + static_cast<std::size_t>(r) * block_bytes + at, m);
+      shm_raise(ctx, ch.reduced(me), round);
+      shm_raise(ctx, ch.arrived(me), round);
+    } else {
+      shm_raise(ctx, ch.arrived(me), round);
+      shm_wait_for(ctx, ch, true, root, round);
+      std::memcpy(out + at, ch.slot(g, me), m);
+      if (const ReceiveHook* hook = ctx.receive_hook()) (*hook)(ctx.op(), ctx.tag(), out + at, m);
+    }
+  }
+}
+
+void shm_reduce_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv, std::size_t count,
+                    DType dtype, ReduceOp op, int root) {
+  const ShmCall call(ctx, ch);
+  const std::size_t w = dtype_size(dtype);
+  const std::size_t per_round = ch.slot_bytes() / w;
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  const bool is_root = ch.rank() == root;
+  for (std::size_t at = 0; at < count; at += per_round) {
+    const std::size_t m = std::min(per_round, count - at);
+    const std::uint64_t round = shm_open_round(ctx, ch, in + at * w, m * w);
+    const int g = shm_generation(round);
+    if (m * w <= kShmWholeRoundBytes) {  // the root alone reads the slots: the hook may work in place
+      if (is_root) shm_reduce_slots(ctx, ch, g, out + at * w, 0, m, dtype, op, true);
+      continue;
+    }
+    const std::size_t lo = shm_slice_at(m, w, ch.size(), ch.rank()), hi = shm_slice_at(m, w, ch.size(), ch.rank() + 1);
+    std::byte* result = ch.slot(g, ch.size());
+    shm_reduce_slots(ctx, ch, g, result + lo * w, lo, hi, dtype, op, true);
+    shm_raise(ctx, ch.reduced(ch.rank()), round);
+    if (!is_root) continue;
+    shm_wait_for_all(ctx, ch, true, round);
+    std::memcpy(out + at * w, result, m * w);
+  }
+}
+
+bool shm_alltoallv_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, const std::size_t* send_counts,
+                       const std::size_t* send_displs, void* recv, const std::size_t* recv_counts,
+                       const std::size_t* recv_displs, std::size_t elem_bytes) {
+  const ShmCall call(ctx, ch);
+  const int n = ch.size(), me = ch.rank();
+  const auto nz = static_cast<std::size_t>(n);
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  // Round 0: the counts. Every rank reads every rank's, so all agree on the number of rounds.
+  FTCC_CHECK(nz * sizeof(std::uint64_t) <= ch.slot_bytes()) << "alltoallv: too many ranks for a slot";
+  const int g0 = shm_generation(shm_open_round_with(ctx, ch, [&](std::byte* slot) {
+    for (std::size_t p = 0; p < nz; ++p) {
+      const std::uint64_t c = send_counts[p];
+      std::memcpy(slot + p * sizeof c, &c, sizeof c);
+    }
+  }));
+  auto count_of = [&](int from, int to) {  // what `from` sends `to`, in elements
+    std::uint64_t c = 0;
+    std::memcpy(&c, ch.slot(g0, from) + static_cast<std::size_t>(to) * sizeof c, sizeof c);
+    return static_cast<std::size_t>(c);
+  };
+  const std::size_t part = ch.slot_bytes() / nz / 64 * 64;  // each peer's part of a slot
+  std::size_t most = 0;     // the largest message between two ranks
+  std::size_t heaviest = 0;  // the most a rank sends the others
+  for (int p = 0; p < n; ++p) {
+    std::size_t sends = 0;
+    for (int q = 0; q < n; ++q)
+      if (p != q) {
+        most = std::max(most, count_of(p, q) * elem_bytes);
+        sends += count_of(p, q) * elem_bytes;
+      }
+    heaviest = std::max(heaviest, sends);
+  }
+  for (int p = 0; p < n; ++p)
+    FTCC_CHECK(count_of(p, me) == recv_counts[p])
+        << "alltoall: rank " << ch.comm_rank(me) << " expects " << recv_counts[p] << " elements from rank "
+        << ch.comm_rank(p) << ", which sends it " << count_of(p, me) << "; the counts must match";
+  if (heaviest > kShmAlltoallBytes || most > part) return false;  // every rank saw the same counts
+  if (send_counts[me] > 0)
+    std::memmove(out + recv_displs[me] * elem_bytes, in + send_displs[me] * elem_bytes, send_counts[me] * elem_bytes);
+  // One round: every message in its part of the sender's slot.
+  const int g = shm_generation(shm_open_round_with(ctx, ch, [&](std::byte* slot) {
+    for (int p = 0; p < n; ++p)
+      if (p != me && send_counts[p] > 0)
+        shm_store(slot + static_cast<std::size_t>(p) * part, in + send_displs[p] * elem_bytes, send_counts[p] * elem_bytes);
+  }));
+  for (int p = 0; p < n; ++p) {
+    const std::size_t m = recv_counts[p] * elem_bytes;
+    if (p == me || m == 0) continue;
+    std::byte* to = out + recv_displs[p] * elem_bytes;
+    std::memcpy(to, ch.slot(g, p) + static_cast<std::size_t>(me) * part, m);
+    if (const ReceiveHook* hook = ctx.receive_hook()) (*hook)(ctx.op(), ctx.tag(), to, m);
+  }
+  return true;
 }
 
 void shm_reduce_scatter_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv,
@@ -98,6 +238,11 @@ void shm_barrier_run(OpContext& ctx, ShmSegment::Channel& ch) {
 ShmSegment::Channel* one_host_channel(Communicator& comm) {
   ShmSegment* s = comm.shared_memory();
   return s != nullptr && s->hosts() == 1 ? &s->channel(0) : nullptr;
+}
+
+ShmSegment::Channel* blocking_channel(Communicator& comm) {
+  ShmSegment* s = comm.shared_memory();
+  return s != nullptr ? &s->channel(0) : nullptr;
 }
 
 }  // namespace ftcc::comm::detail

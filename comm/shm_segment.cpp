@@ -106,6 +106,12 @@ std::byte* ShmSegment::Channel::slot(int generation, int r) const {
                      slot_bytes_;
 }
 
+int ShmSegment::Channel::host_rank_of(int r) const {
+  const auto at = std::find(members_.begin(), members_.end(), r);
+  FTCC_CHECK(at != members_.end()) << "rank " << r << " is not on this host";
+  return static_cast<int>(at - members_.begin());
+}
+
 void ShmSegment::Channel::check_peers(const char* op) {
   for (std::size_t p = 0; p < liveness_.size(); ++p) {
     if (!posted_[p]) continue;
@@ -219,6 +225,7 @@ std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
     ch.hosts_ = hosts;
     ch.slot_bytes_ = slot;
     ch.members_ = members;
+    ch.host_of_ = host_of;
     if (flags != nullptr) {
       ch.arrived_ = flags + static_cast<std::size_t>(2 * c * local);
       ch.reduced_ = flags + static_cast<std::size_t>((2 * c + 1) * local);

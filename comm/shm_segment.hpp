@@ -72,6 +72,12 @@ class ShmSegment {
     int comm_rank(int r) const { return members_[static_cast<std::size_t>(r)]; }
     // The number of hosts the communicator spans.
     int hosts() const { return hosts_; }
+    // The host of each of the communicator's ranks (0 .. hosts() - 1, in the order of their
+    // leaders' ranks: host h is led by the h-th leader), and this rank's host.
+    const std::vector<int>& host_of() const { return host_of_; }
+    int host() const { return host_of_[static_cast<std::size_t>(members_[static_cast<std::size_t>(rank_)])]; }
+    // Host rank of the communicator's rank `r`, which must be on this host.
+    int host_rank_of(int r) const;
     // On a communicator spanning several hosts: an endpoint to the other hosts, whose ranks are the
     // hosts (in the order of their leaders' ranks) and whose tags are the communicator's. With
     // sliced(): every rank's, to the ranks of the same host rank on every host; otherwise the
@@ -108,6 +114,7 @@ class ShmSegment {
     Flag* reduced_ = nullptr;
     std::uint64_t round_ = 0;
     std::vector<int> members_;              // the communicator's ranks of this host's ranks
+    std::vector<int> host_of_;              // the host of each of the communicator's ranks
     std::vector<int> across_ranks_;
     std::unique_ptr<Transport> across_;
     bool sliced_ = false;

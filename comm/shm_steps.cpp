@@ -1,8 +1,13 @@
 #include "ftcc/comm/shm_steps.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <exception>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "ftcc/comm/errors.hpp"
 
@@ -25,6 +30,33 @@ ShmCall::~ShmCall() {
   if (std::uncaught_exceptions() > uncaught_) ch_.mark_broken();
 }
 
+void shm_store(void* dst, const void* src, std::size_t bytes) {
+#if defined(__SSE2__)
+  if (bytes >= kShmStreamBytes) {
+    auto* d = static_cast<std::byte*>(dst);
+    const auto* s = static_cast<const std::byte*>(src);
+    const std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(d) % 16) % 16;  // to 16-byte alignment
+    std::memcpy(d, s, head);
+    d += head;
+    s += head;
+    bytes -= head;
+    const std::size_t body = bytes / 64 * 64;
+    for (std::size_t i = 0; i < body; i += 64) {
+      auto* to = reinterpret_cast<__m128i*>(d + i);
+      const auto* from = reinterpret_cast<const __m128i*>(s + i);
+      _mm_stream_si128(to, _mm_loadu_si128(from));
+      _mm_stream_si128(to + 1, _mm_loadu_si128(from + 1));
+      _mm_stream_si128(to + 2, _mm_loadu_si128(from + 2));
+      _mm_stream_si128(to + 3, _mm_loadu_si128(from + 3));
+    }
+    std::memcpy(d + body, s + body, bytes - body);
+    _mm_sfence();  // streaming stores are weakly ordered: complete them before the flag's store
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
 void shm_raise(OpContext& ctx, ShmSegment::Flag& flag, std::uint64_t round) {
   ctx.before_send();
   flag.value.store(round, std::memory_order_release);
@@ -44,14 +76,7 @@ void shm_wait_for_all(OpContext& ctx, ShmSegment::Channel& ch, bool reduced, std
 }
 
 std::uint64_t shm_open_round(OpContext& ctx, ShmSegment::Channel& ch, const std::byte* piece, std::size_t bytes) {
-  const std::uint64_t round = ch.next_round();
-  // Every rank done with round - 2, the last to use this generation (usually known already: the
-  // round before waited for it; not after a broadcast, whose other ranks wait for the root alone).
-  shm_wait_for_all(ctx, ch, false, round - 1);
-  std::memcpy(ch.slot(shm_generation(round), ch.rank()), piece, bytes);
-  shm_raise(ctx, ch.arrived(ch.rank()), round);
-  shm_wait_for_all(ctx, ch, false, round);
-  return round;
+  return shm_open_round_with(ctx, ch, [&](std::byte* slot) { shm_store(slot, piece, bytes); });
 }
 
 void shm_reduce_slots(OpContext& ctx, const ShmSegment::Channel& ch, int generation, void* out, std::size_t lo,

@@ -46,12 +46,35 @@ inline int shm_generation(std::uint64_t round) { return static_cast<int>(round %
 // every rank's. Returns the round.
 std::uint64_t shm_open_round(OpContext& ctx, ShmSegment::Channel& ch, const std::byte* piece, std::size_t bytes);
 
+// Copies `bytes` into shared memory that other ranks read next (a slot). From kShmStreamBytes on,
+// with non-temporal stores (x86): a store to a line that another core holds (it read the slot in
+// the round before) must first take the line from that core. On the development VM that cost 75
+// to 460 us per MiB, depending on where the VM's two vCPUs were placed, against 22 us for a plain
+// copy; streaming stores skip the read and took 38-40 us either way (docs/collectives.md). Ends
+// with a store fence, so the flag raised after it publishes the data.
+void shm_store(void* dst, const void* src, std::size_t bytes);
+inline constexpr std::size_t kShmStreamBytes = 16 * 1024;
+
 // Raises `flag` to `round`, after the fault hook (one "send" per flag raised).
 void shm_raise(OpContext& ctx, ShmSegment::Flag& flag, std::uint64_t round);
 // Until host rank p's `arrived` (or `reduced`) flag reached `round`.
 void shm_wait_for(OpContext& ctx, ShmSegment::Channel& ch, bool reduced, int p, std::uint64_t round);
 // Until every host rank's flag reached `round`.
 void shm_wait_for_all(OpContext& ctx, ShmSegment::Channel& ch, bool reduced, std::uint64_t round);
+
+// shm_open_round with `fill(slot)` writing this rank's slot of the round's generation (alltoallv
+// writes a piece for each peer).
+template <class Fill>
+std::uint64_t shm_open_round_with(OpContext& ctx, ShmSegment::Channel& ch, Fill&& fill) {
+  const std::uint64_t round = ch.next_round();
+  // Every rank done with round - 2, the last to use this generation (usually known already: the
+  // round before waited for it; not after a broadcast, whose other ranks wait for the root alone).
+  shm_wait_for_all(ctx, ch, false, round - 1);
+  fill(ch.slot(shm_generation(round), ch.rank()));
+  shm_raise(ctx, ch.arrived(ch.rank()), round);
+  shm_wait_for_all(ctx, ch, false, round);
+  return round;
+}
 
 // out = slot_0 op slot_1 op ... op slot_{n-1} over elements [lo, hi) of generation g, in rank order
 // (the same bits on every rank and in every run). With a receive hook (fault injection: corruption

@@ -9,9 +9,15 @@
 //      the count (--min-time-s may raise it for small sizes) and broadcasts it, so all ranks agree;
 //      the algorithms of one size are interleaved call by call (see Bench::time_us);
 //   3. time_us = median over iterations of the slowest rank's time for that iteration;
-//      algbw = bytes / time; busbw = algbw x factor (allreduce 2(n-1)/n, reduce_scatter and
-//      allgather (n-1)/n, broadcast 1), the nccl-tests convention;
+//      algbw = bytes / time; busbw = algbw x factor (allreduce 2(n-1)/n, reduce_scatter,
+//      allgather, gather, scatter and alltoall (n-1)/n, broadcast and reduce 1), the nccl-tests
+//      convention;
 //   4. vs_mpi = MPI's time / ours at the same size in the same run (> 1: ftcc is faster).
+// Algorithms: mpi (the MPI library's own), ftcc's by name, auto (ftcc's choice: shared memory on
+// one host, hierarchical on several), p2p (ftcc's choice without shared memory: a second
+// communicator set up with FTCC_SHM=0), copy (allreduce only: a memcpy of the buffer on every rank
+// at once, the memory bound). Sizes are the whole buffer: for gather, scatter and alltoall the
+// root's (or each rank's) n blocks.
 // Inputs: rank r, element i: (r+1)(i mod 17 + 1) (sums exact in every dtype for the rank counts
 // used here); for prod 1 + (r+i) mod 2. Only rank 0 prints.
 #include <mpi.h>
@@ -125,26 +131,50 @@ struct Bench {
   int rank, n;
   DType dt;
   ReduceOp rop;
+  Communicator p2p;  // no shared memory (FTCC_SHM=0 while it attached)
   std::vector<std::byte> sendbuf, recvbuf;
+  std::vector<std::size_t> a2a_counts, a2a_displs;  // alltoall: the same block to every rank
 
   explicit Bench(const Config& c)
       : cfg(c), comm(Communicator::duplicate(MPI_COMM_WORLD)), rank(comm.rank()), n(comm.size()),
-        dt(parse_dtype(c.dtype)), rop(parse_op(c.redop)) {
-    if (cfg.timeout_s > 0) comm.set_timeout_s(cfg.timeout_s);
+        dt(parse_dtype(c.dtype)), rop(parse_op(c.redop)), p2p(Communicator::duplicate(MPI_COMM_WORLD)) {
+    if (cfg.timeout_s > 0) {
+      comm.set_timeout_s(cfg.timeout_s);
+      p2p.set_timeout_s(cfg.timeout_s);
+    }
+    if (cfg.root < 0 || cfg.root >= n)
+      throw ftcc::InvalidArgument("ftcc-bench: --root " + std::to_string(cfg.root) + " is not a rank of " + std::to_string(n));
+    // The segment attaches at a communicator's first collective, reading FTCC_SHM then.
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): no other thread runs yet
+    setenv("FTCC_SHM", "0", 1);
+    barrier(p2p);
+    // NOLINTNEXTLINE(concurrency-mt-unsafe)
+    unsetenv("FTCC_SHM");
   }
 
   // Element counts of the send and receive buffers for a size in bytes.
   std::pair<std::size_t, std::size_t> counts(std::size_t bytes) const {
     const std::size_t esz = dtype_size(dt), total = bytes / esz, per = total / static_cast<std::size_t>(n);
-    if (cfg.op == "reduce_scatter") return {per * n, per};
-    if (cfg.op == "allgather") return {per, per * n};
+    if (cfg.op == "reduce_scatter" || cfg.op == "scatter") return {per * n, per};
+    if (cfg.op == "allgather" || cfg.op == "gather") return {per, per * n};
+    if (cfg.op == "alltoall") return {per * n, per * n};
     return {total, total};
   }
 
   double bus_factor() const {
     if (cfg.op == "allreduce") return 2.0 * (n - 1) / n;
-    if (cfg.op == "broadcast") return 1.0;
+    if (cfg.op == "broadcast" || cfg.op == "reduce") return 1.0;
     return static_cast<double>(n - 1) / n;
+  }
+
+  // What `algo` ran as, for the table: auto(shm) on one host, auto(hier) on several.
+  std::string label(const std::string& algo, std::size_t bytes) {
+    if (algo == "shm" && comm.uses_shared_memory() && comm.shared_memory()->hosts() > 1) return "shm(hier)";
+    if (algo != "auto") return algo;
+    if (cfg.op == "allreduce" && !(comm.uses_shared_memory() && allreduce_wants_shm(AllreduceAlgo::automatic)))
+      return "auto(" + std::string(to_string(resolve_allreduce_algo(AllreduceAlgo::automatic, bytes, n))) + ")";
+    if (!comm.uses_shared_memory() || (cfg.op == "alltoall" && comm.shared_memory()->hosts() > 1)) return "auto";
+    return comm.shared_memory()->hosts() > 1 ? "auto(hier)" : "auto(shm)";
   }
 
   // One call of `algo` on the current buffers.
@@ -155,6 +185,32 @@ struct Bench {
     if (algo == "copy") {  // the memory bound: every rank copies the buffer at once (STREAM's copy)
       std::memcpy(r, s, rcount * dtype_size(dt));
       return;
+    }
+    const bool mpi = algo == "mpi";
+    Communicator& c = algo == "p2p" ? p2p : comm;
+    const MPI_Datatype t = mpi_datatype(dt);
+    if (cfg.op == "reduce") {
+      if (mpi) return check_mpi(MPI_Reduce(s, r, ic, t, mpi_op(rop), cfg.root, comm.raw()));
+      return reduce(c, s, r, scount, dt, rop, cfg.root, options());
+    }
+    if (cfg.op == "gather") {
+      if (mpi) return check_mpi(MPI_Gather(s, static_cast<int>(scount), t, r, static_cast<int>(scount), t, cfg.root, comm.raw()));
+      return gather(c, s, r, scount, dt, cfg.root, options());
+    }
+    if (cfg.op == "scatter") {
+      if (mpi) return check_mpi(MPI_Scatter(s, ic, t, r, ic, t, cfg.root, comm.raw()));
+      return scatter(c, s, r, rcount, dt, cfg.root, options());
+    }
+    if (cfg.op == "alltoall") {
+      const int per = static_cast<int>(rcount / static_cast<std::size_t>(n));
+      if (mpi) return check_mpi(MPI_Alltoall(s, per, t, r, per, t, comm.raw()));
+      return alltoallv(c, s, a2a_counts.data(), a2a_displs.data(), r, a2a_counts.data(), a2a_displs.data(), dt, options());
+    }
+    if (algo == "p2p") {  // the other ops: ftcc's choice, on the communicator without shared memory
+      if (cfg.op == "allreduce") return allreduce(c, s, r, scount, dt, rop, AllreduceOptions{});
+      if (cfg.op == "broadcast") return broadcast(c, r, rcount, dt, cfg.root);
+      if (cfg.op == "reduce_scatter") return reduce_scatter(c, s, r, rcount, dt, rop, options());
+      return allgather(c, s, r, scount, dt, options());
     }
     if (cfg.op == "allreduce") {
       if (algo == "mpi") {
@@ -209,9 +265,15 @@ struct Bench {
     const std::size_t esz = dtype_size(dt);
     sendbuf.assign(std::max<std::size_t>(scount, 1) * esz, std::byte{0});
     recvbuf.assign(std::max<std::size_t>(rcount, 1) * esz, std::byte{0});
+    const std::size_t per = rcount / static_cast<std::size_t>(n);
+    a2a_counts.assign(static_cast<std::size_t>(n), per);
+    a2a_displs.resize(a2a_counts.size());
+    for (std::size_t p = 0; p < a2a_displs.size(); ++p) a2a_displs[p] = p * per;
     if (cfg.op == "broadcast") {
       if (rank == cfg.root) fill(recvbuf.data(), rcount, 0, dt, rop, 0);
-    } else if (cfg.op == "allgather") {
+    } else if (cfg.op == "scatter") {
+      if (rank == cfg.root) fill(sendbuf.data(), scount, 0, dt, rop, 0);
+    } else if (cfg.op == "allgather" || cfg.op == "gather") {
       fill(sendbuf.data(), scount, static_cast<std::size_t>(rank) * scount, dt, rop, rank);
     } else {
       fill(sendbuf.data(), scount, 0, dt, rop, rank);
@@ -226,6 +288,17 @@ struct Bench {
       wrong = count_wrong(recvbuf.data(), rcount, dt, [&](std::size_t i) { return expected_reduction(rop, n, i); });
     else if (cfg.op == "broadcast")
       wrong = count_wrong(recvbuf.data(), rcount, dt, [&](std::size_t i) { return input(rop, 0, i); });
+    else if (cfg.op == "reduce")
+      wrong = rank != cfg.root ? 0 : count_wrong(recvbuf.data(), rcount, dt, [&](std::size_t i) { return expected_reduction(rop, n, i); });
+    else if (cfg.op == "scatter")
+      wrong = count_wrong(recvbuf.data(), rcount, dt, [&](std::size_t i) { return input(rop, 0, static_cast<std::size_t>(rank) * rcount + i); });
+    else if (cfg.op == "alltoall")
+      wrong = count_wrong(recvbuf.data(), rcount, dt, [&](std::size_t i) {  // block p: rank p's block for me
+        const std::size_t per = std::max<std::size_t>(rcount / static_cast<std::size_t>(n), 1);
+        return input(rop, static_cast<int>(i / per), static_cast<std::size_t>(rank) * per + i % per);
+      });
+    else if (cfg.op == "gather" && rank != cfg.root)
+      wrong = 0;
     else if (cfg.op == "reduce_scatter")
       wrong = count_wrong(recvbuf.data(), rcount, dt, [&](std::size_t i) {
         return expected_reduction(rop, n, static_cast<std::size_t>(rank) * rcount + i);
@@ -289,7 +362,7 @@ std::vector<std::string> algos_for(const std::string& op, const std::string& alg
   }
   if (op == "allreduce") return {"mpi", "ring", "tree", "rhd", "shm", "auto", "copy"};
   if (op == "broadcast") return {"mpi", "binomial", "chain", "auto"};
-  return {"mpi", "auto"};  // reduce_scatter / allgather: ftcc picks recursive halving/doubling or ring
+  return {"mpi", "p2p", "auto"};  // the others: ftcc's choice, without and with shared memory
 }
 
 }  // namespace
@@ -309,12 +382,14 @@ int main(int argc, char** argv) {
   Config cfg;
   CLI::App app{"ftcc-bench: ftcc collectives vs the MPI library's own (run under tools/ftcc-run)"};
   app.add_option("--op", cfg.op, "collective")
-      ->check(CLI::IsMember({"allreduce", "broadcast", "reduce_scatter", "allgather"}));
+      ->check(CLI::IsMember({"allreduce", "broadcast", "reduce_scatter", "allgather", "reduce", "gather", "scatter",
+                             "alltoall"}));
   app.add_option("--algo", cfg.algo,
                  "allreduce: ring|tree|rhd|shm|auto|mpi|copy|all (copy: a memcpy of the buffer on every rank at "
                  "once, the memory bound; its busbw is the copy's GB/s); broadcast: binomial|chain|auto|mpi|all; "
-                 "reduce_scatter/allgather: auto|mpi|all (auto: ftcc's choice of recursive or ring); or several, "
-                 "separated by commas (ring,shm)");
+                 "the others: auto|p2p|mpi|all (auto: ftcc's choice, through shared memory where ranks share a "
+                 "host; p2p: ftcc's choice without shared memory); or several, separated by commas (ring,shm); "
+                 "p2p works for every op");
   app.add_option("-b,--min-bytes", cfg.min_bytes, "smallest size (K, M, G suffixes)");
   app.add_option("-e,--max-bytes", cfg.max_bytes, "largest size");
   app.add_option("-f,--step-factor", cfg.factor, "size multiplier between rows")->check(CLI::Range(1.01, 1e9));
@@ -331,7 +406,7 @@ int main(int argc, char** argv) {
   app.add_option("--segment-bytes", cfg.segment_bytes, "ftcc pipeline segment size (0: default)");
   app.add_option("--window", cfg.window, "ftcc segments in flight (0: default)");
   app.add_option("--timeout-s", cfg.timeout_s, "ftcc deadline per call (0: default)");
-  app.add_option("--root", cfg.root, "broadcast root");
+  app.add_option("--root", cfg.root, "root of broadcast, reduce, gather and scatter");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -363,7 +438,7 @@ int main(int argc, char** argv) {
     for (double size = static_cast<double>(lo); size <= static_cast<double>(hi) * 1.0000001; size *= cfg.factor) {
       const std::size_t bytes_req = static_cast<std::size_t>(size);
       const auto [scount, rcount] = b.counts(bytes_req);
-      const std::size_t elems = cfg.op == "allgather" ? rcount : scount;
+      const std::size_t elems = cfg.op == "allgather" || cfg.op == "gather" ? rcount : scount;
       const std::size_t bytes = elems * dtype_size(b.dt);
       std::vector<std::uint64_t> wrongs(algos.size(), 0);
       if (cfg.check)
@@ -379,12 +454,7 @@ int main(int argc, char** argv) {
         const double us = times[a];
         const double algbw = us > 0 ? static_cast<double>(bytes) / (us * 1e3) : 0;
         const double busbw = algo == "copy" ? algbw : algbw * b.bus_factor();
-        std::string label = algo;
-        if (algo == "shm" && b.comm.uses_shared_memory() && b.comm.shared_memory()->hosts() > 1) label = "shm(hier)";
-        if (cfg.op == "allreduce" && algo == "auto")
-          label += "(" + std::string(b.comm.uses_shared_memory() && allreduce_wants_shm(AllreduceAlgo::automatic)
-                                         ? (b.comm.shared_memory()->hosts() > 1 ? "hier" : "shm")
-                                         : to_string(resolve_allreduce_algo(AllreduceAlgo::automatic, bytes, b.n))) + ")";
+        const std::string label = b.label(algo, bytes);
         if (algo != "mpi" && algo != "copy") {
           busbw_sum += busbw;
           ++rows;

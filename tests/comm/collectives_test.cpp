@@ -308,10 +308,38 @@ TEST_F(Collectives, ShmMixedSequence) {
   const std::size_t slot_floats = detail::ShmSegment::slot_bytes_for(n) / 4;
   for (int iter = 0; iter < 30; ++iter) {
     const std::size_t count = std::vector<std::size_t>{1, 1000, slot_floats - 3, slot_floats + 5, 3 * slot_floats / 2}[rng() % 5];
-    const int kind = static_cast<int>(rng() % 5), root = static_cast<int>(rng() % static_cast<unsigned>(n));
+    const int kind = static_cast<int>(rng() % 9), root = static_cast<int>(rng() % static_cast<unsigned>(n));
     const std::string what = "iter " + std::to_string(iter) + " kind " + std::to_string(kind) + " count " + std::to_string(count);
-    const auto in = random_input<float>(count * static_cast<std::size_t>(kind == 3 ? n : 1), ReduceOp::max, 5000 + iter);
-    if (kind == 0) {  // broadcast
+    const bool n_blocks = kind == 3 || kind == 7 || kind == 8;
+    const auto in = random_input<float>(count * static_cast<std::size_t>(n_blocks ? n : 1), ReduceOp::max, 5000 + iter);
+    const int ci = static_cast<int>(count);
+    if (kind == 5) {  // reduce
+      std::vector<float> ours(count), ref(count);
+      reduce(comm, in.data(), ours.data(), count, DType::f32, ReduceOp::max, root);
+      MPI_Reduce(in.data(), ref.data(), ci, MPI_FLOAT, MPI_MAX, root, MPI_COMM_WORLD);
+      if (comm.rank() == root) {
+        ASSERT_EQ(ours, ref) << what;
+      }
+    } else if (kind == 6) {  // gather
+      std::vector<float> ours(count * static_cast<std::size_t>(n)), ref(ours.size());
+      gather(comm, in.data(), ours.data(), count, DType::f32, root);
+      MPI_Gather(in.data(), ci, MPI_FLOAT, ref.data(), ci, MPI_FLOAT, root, MPI_COMM_WORLD);
+      if (comm.rank() == root) {
+        ASSERT_EQ(ours, ref) << what;
+      }
+    } else if (kind == 7) {  // scatter
+      std::vector<float> ours(count), ref(count);
+      scatter(comm, in.data(), ours.data(), count, DType::f32, root);
+      MPI_Scatter(in.data(), ci, MPI_FLOAT, ref.data(), ci, MPI_FLOAT, root, MPI_COMM_WORLD);
+      ASSERT_EQ(ours, ref) << what;
+    } else if (kind == 8) {  // alltoallv, count elements to each rank
+      std::vector<float> ours(in.size()), ref(in.size());
+      std::vector<std::size_t> counts(static_cast<std::size_t>(n), count), displs(counts.size());
+      for (std::size_t p = 0; p < displs.size(); ++p) displs[p] = p * count;
+      alltoallv(comm, in.data(), counts.data(), displs.data(), ours.data(), counts.data(), displs.data(), DType::f32);
+      MPI_Alltoall(in.data(), ci, MPI_FLOAT, ref.data(), ci, MPI_FLOAT, MPI_COMM_WORLD);
+      ASSERT_EQ(ours, ref) << what;
+    } else if (kind == 0) {  // broadcast
       auto ours = in, ref = in;
       broadcast(comm, ours.data(), count, DType::f32, root);
       MPI_Bcast(ref.data(), static_cast<int>(count), MPI_FLOAT, root, MPI_COMM_WORLD);
@@ -328,7 +356,9 @@ TEST_F(Collectives, ShmMixedSequence) {
         if (comm.rank() == root) std::this_thread::sleep_for(std::chrono::milliseconds(100));
         barrier(comm);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (comm.rank() != root) EXPECT_GE(s, 0.05) << what << ": left the barrier before rank " << root << " came";
+        if (comm.rank() != root) {
+          EXPECT_GE(s, 0.05) << what << ": left the barrier before rank " << root << " came";
+        }
       }
       std::vector<float> ours(count), ref(count);
       allreduce(comm, in.data(), ours.data(), count, DType::f32, ReduceOp::max);
@@ -461,6 +491,145 @@ TEST_F(Collectives, Allgather) {
       allgather_case<std::int64_t>(comm, count, in_place);
     }
   allgather_case<float>(comm, kBig / static_cast<std::size_t>(n), false);
+}
+
+// gather to `root` against MPI_Gather (the root's own block in place, or not), then scatter of the
+// gathered blocks from `root`: rank r must get back its own block.
+template <class T>
+void gather_scatter_case(Communicator& comm, std::size_t count, int root, bool in_place) {
+  const int r = comm.rank();
+  const std::size_t total = count * static_cast<std::size_t>(comm.size());
+  const auto mine = random_input<T>(count, ReduceOp::sum, 300 + count + static_cast<std::size_t>(root));
+  const MPI_Datatype t = mpi_datatype(dtype_of<T>());
+  std::vector<T> ref(total), ours(total);
+  MPI_Gather(mine.data(), static_cast<int>(count), t, ref.data(), static_cast<int>(count), t, root, MPI_COMM_WORLD);
+  const std::string what = "count " + std::to_string(count) + " root " + std::to_string(root) + (in_place ? " in place" : "");
+  if (in_place && r == root) {
+    std::copy(mine.begin(), mine.end(), ours.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(root) * count));
+    gather(comm, kInPlace, ours.data(), count, dtype_of<T>(), root);
+  } else {
+    gather(comm, mine.data(), r == root ? ours.data() : nullptr, count, dtype_of<T>(), root);
+  }
+  if (r == root) {
+    EXPECT_TRUE(total == 0 || std::memcmp(ours.data(), ref.data(), total * sizeof(T)) == 0) << "gather " << what;
+  }
+  std::vector<T> got(count);
+  scatter(comm, r == root ? ref.data() : nullptr, got.data(), count, dtype_of<T>(), root);
+  EXPECT_EQ(got, mine) << "scatter " << what;
+}
+
+TEST_F(Collectives, GatherScatter) {
+  for (int root : {0, n - 1})
+    for (std::size_t count : edge_counts())
+      for (bool in_place : {false, true}) {
+        gather_scatter_case<float>(comm, count, root, in_place);
+        gather_scatter_case<std::int64_t>(comm, count, root, in_place);
+      }
+  gather_scatter_case<float>(comm, kBig, n / 2, false);  // several rounds of a slot
+}
+
+// alltoallv with counts that differ for every pair (zero for some), gaps between the blocks, and
+// `scale` elements per unit (large: several rounds of a slot), against MPI_Alltoallv.
+template <class T>
+void alltoallv_case(Communicator& comm, std::size_t scale, unsigned seed) {
+  const int n = comm.size(), r = comm.rank();
+  auto count = [&](int from, int to) {
+    return static_cast<std::size_t>((from * 7 + to * 3 + static_cast<int>(seed)) % 5) * scale + static_cast<std::size_t>(from);
+  };
+  std::vector<std::size_t> sc(static_cast<std::size_t>(n)), sd(sc.size()), rc(sc.size()), rd(sc.size());
+  std::size_t s_total = 0, r_total = 0;
+  for (int p = 0; p < n; ++p) {
+    const auto i = static_cast<std::size_t>(p);
+    sc[i] = count(r, p);
+    sd[i] = s_total;
+    s_total += sc[i] + 1;  // one element of gap
+    rc[i] = count(p, r);
+    rd[i] = r_total;
+    r_total += rc[i] + 2;
+  }
+  const auto in = random_input<T>(s_total, ReduceOp::sum, 700 + seed);
+  std::vector<T> ours(r_total, T(-7)), ref(r_total, T(-7));
+  std::vector<int> isc(sc.begin(), sc.end()), isd(sd.begin(), sd.end()), irc(rc.begin(), rc.end()), ird(rd.begin(), rd.end());
+  const MPI_Datatype t = mpi_datatype(dtype_of<T>());
+  MPI_Alltoallv(in.data(), isc.data(), isd.data(), t, ref.data(), irc.data(), ird.data(), t, MPI_COMM_WORLD);
+  alltoallv(comm, in.data(), sc.data(), sd.data(), ours.data(), rc.data(), rd.data(), dtype_of<T>());
+  EXPECT_TRUE(ours == ref) << "alltoallv scale " << scale << " seed " << seed;
+}
+
+TEST_F(Collectives, Alltoallv) {
+  for (std::size_t scale : {std::size_t{0}, std::size_t{1}, std::size_t{1000}})
+    for (unsigned seed : {0u, 3u}) {
+      alltoallv_case<float>(comm, scale, seed);
+      alltoallv_case<std::int64_t>(comm, scale, seed);
+    }
+  alltoallv_case<float>(comm, 300000, 1);  // up to 4.8 MB between two ranks (point-to-point after the counts)
+}
+
+// Through shared memory, every rank reads what every rank sends it: a rank that expects another
+// count than it is sent learns it at once (InvalidArgument naming both ranks); the others time out
+// waiting for it, as over point-to-point.
+TEST_F(Collectives, ShmAlltoallvCountsMustMatch) {
+  if (n < 2) GTEST_SKIP() << "needs two ranks";
+  Communicator c = Communicator::duplicate(MPI_COMM_WORLD, CommOptions{2});
+  std::vector<std::size_t> counts(static_cast<std::size_t>(n), 3), displs(counts.size()), expect = counts;
+  for (std::size_t p = 0; p < counts.size(); ++p) displs[p] = 3 * p;
+  if (c.rank() == 0) expect[1] = 4;  // rank 1 sends 3
+  std::vector<float> in(3 * counts.size(), 1.f), out(4 * counts.size());
+  if (c.rank() == 0) {
+    try {
+      alltoallv(c, in.data(), counts.data(), displs.data(), out.data(), expect.data(), displs.data(), DType::f32);
+      ADD_FAILURE() << "no error for a count that does not match";
+    } catch (const ftcc::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 0 expects 4 elements from rank 1, which sends it 3"), std::string::npos)
+          << e.what();
+    }
+  } else {
+    EXPECT_THROW(alltoallv(c, in.data(), counts.data(), displs.data(), out.data(), expect.data(), displs.data(), DType::f32),
+                 Timeout);
+  }
+  EXPECT_TRUE(c.uses_shared_memory());
+}
+
+// The hierarchical versions of every collective but the allreduce (HierarchicalAllreduce), on the
+// layouts of ShmGroup, against MPI's results: roots on the first host, the last and one in between
+// (a root that is not its host's leader), odd counts, several rounds of a slot.
+TEST_F(Collectives, HierarchicalCollectives) {
+  if (n < 3) GTEST_SKIP() << "needs a host with two ranks and another host";
+  int (*layouts[])(int) = {[](int r) { return r / 2; }, [](int r) { return r % 2; }, [](int r) { return r == 0 ? 0 : 1; }};
+  std::uint64_t seed = 40;
+  for (auto host_of : layouts) {
+    ShmGroup group(host_of(comm.rank()));
+    Communicator c = Communicator::duplicate(MPI_COMM_WORLD, CommOptions{60});
+    for (int root : {0, n - 1, n / 2 + 1 < n ? n / 2 + 1 : 1}) {
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, static_cast<std::size_t>(n) + 1, kPrime}) {
+        broadcast_case<double>(c, BroadcastAlgo::automatic, count, root, 0);
+        reduce_case<float>(c, count, ReduceOp::sum, root, seed++);
+        reduce_case<std::int32_t>(c, count, ReduceOp::max, root, seed++);
+        gather_scatter_case<float>(c, count, root, root == 0);
+      }
+      broadcast_case<float>(c, BroadcastAlgo::automatic, kBig, root, 0);
+      reduce_case<float>(c, kBig, ReduceOp::sum, root, seed++);
+      gather_scatter_case<float>(c, kBig / static_cast<std::size_t>(n) + 1, root, false);
+    }
+    for (std::size_t count : {std::size_t{1}, static_cast<std::size_t>(n) + 1, kPrime, kBig / static_cast<std::size_t>(n)})
+      for (bool in_place : {false, true}) {
+        reduce_scatter_case<float>(c, count, ReduceOp::sum, in_place, seed++);
+        reduce_scatter_case<std::int64_t>(c, count, ReduceOp::prod, in_place, seed++);
+        allgather_case<float>(c, count, in_place);
+      }
+    alltoallv_case<float>(c, 1000, 2);
+    // The barrier: nobody leaves before the last rank (on another host than rank 0) came.
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (c.rank() == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    barrier(c);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (c.rank() != n - 1) {
+      EXPECT_GE(s, 0.05) << "left the barrier before rank " << n - 1 << " came";
+    }
+    ASSERT_NE(c.shared_memory(), nullptr);
+    EXPECT_EQ(c.shared_memory()->hosts(), expected_hosts(n, host_of));
+  }
 }
 
 // comm/mpi_types.hpp: every DType maps to an MPI type of its size, every ReduceOp to its MPI
@@ -703,6 +872,50 @@ TEST(CollectivesKill, ShmAllgatherSurvivorsSeeTheFailure) {
       1, 2, "shm_allgather");
 }
 
+// reduce, gather and scatter through shared memory, 4 MiB per rank (two rounds of a 2 MiB slot),
+// every rank waiting on every round: rank 2 dies at the start of its second round (reduce: two
+// flags per round; gather: one; scatter: rank 2 is the root, two flags per round). alltoallv: 16
+// KiB to each rank (through shared memory: at most 64 KiB in all), a round of counts, then one of
+// data, at whose flag rank 2 dies.
+TEST(CollectivesKill, ShmReduceSurvivorsSeeTheFailure) {
+  expect_survivors_see_failure(
+      [](Communicator& c, std::vector<float>& v) {
+        static std::vector<float> out;
+        out.resize(v.size());
+        reduce(c, v.data(), out.data(), v.size(), DType::f32, ReduceOp::sum, 0);
+      },
+      2, 2, "shm_reduce");
+}
+TEST(CollectivesKill, ShmGatherSurvivorsSeeTheFailure) {
+  expect_survivors_see_failure(
+      [](Communicator& c, std::vector<float>& v) {
+        static std::vector<float> all;
+        all.resize(v.size() * 4);
+        gather(c, v.data(), all.data(), v.size(), DType::f32, 0);
+      },
+      1, 2, "shm_gather");
+}
+TEST(CollectivesKill, ShmScatterSurvivorsSeeTheFailure) {
+  expect_survivors_see_failure(
+      [](Communicator& c, std::vector<float>& v) {
+        static std::vector<float> all;
+        all.assign(v.size() * 4, 2.0f);
+        scatter(c, all.data(), v.data(), v.size(), DType::f32, 2);
+      },
+      2, 2, "shm_scatter");
+}
+TEST(CollectivesKill, ShmAlltoallSurvivorsSeeTheFailure) {
+  expect_survivors_see_failure(
+      [](Communicator& c, std::vector<float>& v) {
+        static std::vector<float> out;
+        out.resize(v.size());
+        const std::size_t each = 4096;
+        std::vector<std::size_t> counts(4, each), displs{0, each, 2 * each, 3 * each};
+        alltoallv(c, v.data(), counts.data(), displs.data(), out.data(), counts.data(), displs.data(), DType::f32);
+      },
+      1, 2, "shm_alltoall");
+}
+
 // A rank that dies while the segment is being set up (rank 0, in the agreement after it created
 // the object and before it unlinks it): the survivors see the failure.
 TEST(CollectivesKill, ShmSetupRankZeroDies) {
@@ -738,6 +951,39 @@ TEST(CollectivesKill, HierRankZeroDies) {
 TEST(CollectivesKill, HierUnevenLeaderDies) {
   ShmGroup group(world_rank() == 0 ? 0 : 1);
   expect_survivors_see_failure(hierarchical_allreduce_of, 4, 1, "hierarchical_allreduce");
+}
+
+// The other hierarchical collectives on two "hosts" (0, 1) and (2, 3), with a victim every
+// survivor depends on. Broadcast from rank 0, which dies before its first send to the other host
+// (its host-mate waits for it in shared memory, rank 2 in the exchange, rank 3 for rank 2).
+TEST(CollectivesKill, HierBroadcastRootDies) {
+  ShmGroup group(world_rank() / 2);
+  expect_survivors_see_failure([](Communicator& c, std::vector<float>& v) { broadcast(c, v.data(), v.size(), DType::f32, 0); },
+                               0, 0, "hierarchical_broadcast");
+}
+// Allgather: rank 2, the second host's leader, dies at its first send to rank 0 (after gathering
+// its host's blocks: two rounds of one flag).
+TEST(CollectivesKill, HierAllgatherLeaderDies) {
+  ShmGroup group(world_rank() / 2);
+  expect_survivors_see_failure(
+      [](Communicator& c, std::vector<float>& v) {
+        static std::vector<float> all;
+        all.resize(v.size() * 4);
+        allgather(c, v.data(), all.data(), v.size(), DType::f32);
+      },
+      2, 2, "hierarchical_allgather");
+}
+// Reduce-scatter: rank 3, not a leader, dies in the reduction inside its host (16 MiB of input:
+// eight rounds of two flags; it dies at the start of the second).
+TEST(CollectivesKill, HierReduceScatterNonLeaderDies) {
+  ShmGroup group(world_rank() / 2);
+  expect_survivors_see_failure(
+      [](Communicator& c, std::vector<float>& v) {
+        static std::vector<float> in;
+        in.assign(v.size() * 4, 1.0f);
+        reduce_scatter(c, in.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);
+      },
+      2, 3, "hierarchical_reduce_scatter");
 }
 
 // Run alone with 4 ranks: rank 3 SIGSTOPs itself from the fault hook inside a shared-memory
