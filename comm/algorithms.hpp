@@ -59,8 +59,9 @@ void shm_gather_run(OpContext& ctx, ShmSegment::Channel& channel, const void* se
                     int root);
 void shm_scatter_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, void* recv, std::size_t block_bytes,
                      int root);
-// Host rank == the communicator's rank (every rank on this host). Throws InvalidArgument on the
-// rank whose recv_counts differ from what the others send it. Returns false, on every rank, when
+// Host rank == the communicator's rank (every rank on this host). Throws InvalidArgument on every
+// rank when some rank's recv_counts differ from what another sends it (the channel stays usable).
+// Returns false, on every rank, when
 // some rank sends the others more than kShmAlltoallBytes, or a message exceeds its part of a slot:
 // the caller then exchanges the data point-to-point (measured: docs/collectives.md).
 inline constexpr std::size_t kShmAlltoallBytes = 64 * 1024;

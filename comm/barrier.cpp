@@ -3,8 +3,20 @@
 // run on one host: one round of flags in shared memory (shm_collectives.cpp); on several hosts,
 // some with several ranks: hierarchical (hierarchical_collectives.cpp).
 #include "ftcc/comm/algorithms.hpp"
+#include "ftcc/comm/blocks.hpp"
 
 namespace ftcc::comm {
+namespace detail {
+
+void dissemination_barrier(OpContext& ctx) {
+  const int n = ctx.size(), r = ctx.rank();
+  for (int dist = 1; dist < n; dist <<= 1) {
+    OpContext::Handle h[2] = {ctx.irecv(nullptr, 0, mod(r - dist, n)), ctx.isend(nullptr, 0, mod(r + dist, n))};
+    ctx.wait_all(h, 2);
+  }
+}
+
+}  // namespace detail
 
 void barrier(Communicator& comm, const CollectiveOptions& o) {
   if (detail::ShmSegment::Channel* ch = detail::blocking_channel(comm)) {

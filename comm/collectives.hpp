@@ -132,8 +132,11 @@ void barrier(Communicator& comm, const CollectiveOptions& options = {});
 
 // MPI_Alltoallv in elements: rank r sends send_counts[p] elements from send + send_displs[p] to
 // rank p and receives recv_counts[p] elements from p at recv + recv_displs[p] (each array has
-// size() entries). What r sends p must be what p expects from r (a mismatch is a Timeout or a
-// truncation error). send and recv must not overlap.
+// size() entries). What r sends p must be what p expects from r: with every rank on one host a
+// mismatch is an InvalidArgument on every rank, naming both (the counts go through shared memory);
+// over point-to-point, a Timeout or a truncation error, or (a shorter message) no error at all.
+// send and recv must not overlap.
+// gather, scatter and alltoallv take host memory (no CUDA device pointers).
 void alltoallv(Communicator& comm, const void* send, const std::size_t* send_counts, const std::size_t* send_displs,
                void* recv, const std::size_t* recv_counts, const std::size_t* recv_displs, DType dtype,
                const CollectiveOptions& options = {});

@@ -82,14 +82,6 @@ std::size_t total_of(const Members& members) {
 
 }  // namespace
 
-void dissemination_barrier(OpContext& ctx) {
-  const int n = ctx.size(), r = ctx.rank();
-  for (int dist = 1; dist < n; dist <<= 1) {
-    OpContext::Handle h[2] = {ctx.irecv(nullptr, 0, mod(r - dist, n)), ctx.isend(nullptr, 0, mod(r + dist, n))};
-    ctx.wait_all(h, 2);
-  }
-}
-
 void hierarchical_broadcast_run(OpContext& ctx, Channel& ch, void* buf, std::size_t bytes, int root) {
   const ShmCall call(ctx, ch);
   const Members members = hosts_members(ch);
@@ -114,7 +106,7 @@ void hierarchical_reduce_run(OpContext& ctx, Channel& ch, const void* send, void
   // 1. Inside the host, to its speaker.
   const void* host_sum = send;  // a host of one rank: its input
   void* acc = nullptr;          // where a speaker with children in the tree stages partial sums
-  if (speaks) acc = is_root ? recv : ctx.scratch(bytes, 3);
+  if (speaks) acc = is_root ? recv : ch.size() > 1 ? ctx.scratch(bytes, 3) : nullptr;
   if (ch.size() > 1) {
     shm_reduce_run(ctx, ch, send, acc, count, dtype, op, host_speaker);
     host_sum = acc;
@@ -122,7 +114,7 @@ void hierarchical_reduce_run(OpContext& ctx, Channel& ch, const void* send, void
   if (!speaks) return;
   // 2. The speakers, to the root.
   SpeakersPart part(ctx, speaker);
-  tree_reduce(part.ctx, host_sum, is_root || ch.size() > 1 ? acc : nullptr, count, dtype, op,
+  tree_reduce(part.ctx, host_sum, acc, count, dtype, op,
               binomial_tree(part.ctx.rank(), part.ctx.size(), ch.host_of()[static_cast<std::size_t>(root)], false),
               tree_params(bytes));
 }
@@ -147,7 +139,7 @@ void hierarchical_gather_run(OpContext& ctx, Channel& ch, const void* send, void
     return;
   }
   // 2. The root: every other host's blocks in one message from its speaker.
-  std::byte* from_hosts = ctx.scratch(total_of(members) * block, 4);
+  std::byte* from_hosts = ctx.scratch((total_of(members) - local) * block, 4);
   std::vector<OpContext::Handle> hs;
   std::vector<const std::byte*> at(members.size());
   std::size_t off = 0;
@@ -185,7 +177,7 @@ void hierarchical_scatter_run(OpContext& ctx, Channel& ch, const void* send, voi
   const std::byte* host_blocks = nullptr;  // the speaker's: its host's blocks in host-rank order
   if (is_root) {
     // 1. The root: each other host's blocks in one message to its speaker.
-    std::byte* packed = ctx.scratch(total_of(members) * block, 4);
+    std::byte* packed = ctx.scratch((total_of(members) - local) * block, 4);
     std::size_t off = 0;
     for (std::size_t h = 0; h < members.size(); ++h) {
       if (static_cast<int>(h) == ch.host()) continue;
@@ -225,7 +217,7 @@ void hierarchical_allgather_run(OpContext& ctx, Channel& ch, const void* send, v
   }
   if (leader) {
     // 2. Every leader sends its host's blocks to every other leader.
-    std::byte* from_hosts = ctx.scratch(total, 4);
+    std::byte* from_hosts = ctx.scratch(total - local * block, 4);
     std::vector<OpContext::Handle> hs;
     std::vector<const std::byte*> at(members.size());
     std::size_t off = 0;

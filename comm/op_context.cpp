@@ -157,14 +157,14 @@ void OpContext::idle() {
 
 void OpContext::throw_timeout() {
   // Receives first: a peer that never sent is the usual culprit; then peers that never received.
+  // A wait on shared memory (the communicator's rank it polls) comes before them all.
   std::vector<int> peers;
-  if (pending_.empty() && waiting_for_ >= 0) peers.push_back(waiting_for_);
+  if (waiting_for_ >= 0) peers.push_back(waiting_for_);
   for (bool want_recv : {true, false})
-    for (const Pending& p : pending_)
-      if (p.recv == want_recv && std::find(peers.begin(), peers.end(), p.peer) == peers.end())
-        peers.push_back(p.peer);
-  if (names_)
-    for (int& p : peers) p = names_->at(static_cast<std::size_t>(p));
+    for (const Pending& p : pending_) {
+      const int peer = names_ ? names_->at(static_cast<std::size_t>(p.peer)) : p.peer;
+      if (p.recv == want_recv && std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+    }
   throw Timeout(op_, std::move(peers), elapsed_s());
 }
 

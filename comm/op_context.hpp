@@ -26,7 +26,7 @@ class OpContext {
   // Explicit pieces (nonblocking collectives run on a cloned transport with their own scratch).
   OpContext(Transport& transport, int tag, double timeout_s, const char* op, const FaultHook* hook, Scratch& scratch);
   // A part of `whole` on another endpoint of the same communicator (a hierarchical collective's
-  // exchange among the hosts' leaders: a SubgroupTransport that keeps the parent's tags): the same
+  // exchange between one rank per host: a SubgroupTransport that keeps the parent's tags): the same
   // tag, deadline, name, hooks and scratch, and the fault hook's steps continue whole's count.
   // A Timeout names the transport's peer p as names[p] (the communicator's ranks).
   OpContext(OpContext& whole, Transport& transport, const std::vector<int>& names);
@@ -49,7 +49,8 @@ class OpContext {
 
   // Call after a polling round that completed nothing; resets with progressed().
   void idle();
-  // idle() for a wait on shared memory (no pending request): a Timeout names `peer`.
+  // idle() for a wait on shared memory: a Timeout names `peer` (the communicator's rank) first,
+  // until progressed().
   void idle_waiting_for(int peer) {
     waiting_for_ = peer;
     idle();
@@ -62,7 +63,10 @@ class OpContext {
     if (hook_) (*hook_)(op_, step_);
     ++step_;
   }
-  void progressed() { idle_rounds_ = 0; }
+  void progressed() {
+    idle_rounds_ = 0;
+    waiting_for_ = -1;
+  }
   double elapsed_s() const;
 
   // The endpoint this call sends and receives through.

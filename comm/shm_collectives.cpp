@@ -158,41 +158,46 @@ void shm_reduce_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, v
 bool shm_alltoallv_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, const std::size_t* send_counts,
                        const std::size_t* send_displs, void* recv, const std::size_t* recv_counts,
                        const std::size_t* recv_displs, std::size_t elem_bytes) {
-  const ShmCall call(ctx, ch);
+  ShmCall call(ctx, ch);
   const int n = ch.size(), me = ch.rank();
   const auto nz = static_cast<std::size_t>(n);
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
-  // Round 0: the counts. Every rank reads every rank's, so all agree on the number of rounds.
-  FTCC_CHECK(nz * sizeof(std::uint64_t) <= ch.slot_bytes()) << "alltoallv: too many ranks for a slot";
+  // Round 0: the counts, sent and expected. Every rank reads every rank's, so all agree on the way
+  // the data goes, and all find a mismatch.
+  FTCC_CHECK(2 * nz * sizeof(std::uint64_t) <= ch.slot_bytes()) << "alltoallv: too many ranks for a slot";
   const int g0 = shm_generation(shm_open_round_with(ctx, ch, [&](std::byte* slot) {
     for (std::size_t p = 0; p < nz; ++p) {
-      const std::uint64_t c = send_counts[p];
-      std::memcpy(slot + p * sizeof c, &c, sizeof c);
+      const std::uint64_t c[2] = {send_counts[p], recv_counts[p]};
+      std::memcpy(slot + p * sizeof c[0], &c[0], sizeof c[0]);
+      std::memcpy(slot + (nz + p) * sizeof c[0], &c[1], sizeof c[1]);
     }
   }));
-  auto count_of = [&](int from, int to) {  // what `from` sends `to`, in elements
+  auto read = [&](int r, std::size_t i) {
     std::uint64_t c = 0;
-    std::memcpy(&c, ch.slot(g0, from) + static_cast<std::size_t>(to) * sizeof c, sizeof c);
+    std::memcpy(&c, ch.slot(g0, r) + i * sizeof c, sizeof c);
     return static_cast<std::size_t>(c);
   };
+  auto count_of = [&](int from, int to) { return read(from, static_cast<std::size_t>(to)); };  // in elements
+  auto expected = [&](int to, int from) { return read(to, nz + static_cast<std::size_t>(from)); };
   const std::size_t part = ch.slot_bytes() / nz / 64 * 64;  // each peer's part of a slot
-  std::size_t most = 0;     // the largest message between two ranks
+  std::size_t most = 0;      // the largest message between two ranks
   std::size_t heaviest = 0;  // the most a rank sends the others
+  call.in_step();            // a mismatch is found by every rank, in this round
   for (int p = 0; p < n; ++p) {
     std::size_t sends = 0;
-    for (int q = 0; q < n; ++q)
-      if (p != q) {
-        most = std::max(most, count_of(p, q) * elem_bytes);
-        sends += count_of(p, q) * elem_bytes;
-      }
+    for (int q = 0; q < n; ++q) {
+      FTCC_CHECK(count_of(p, q) == expected(q, p))
+          << "alltoall: rank " << ch.comm_rank(q) << " expects " << expected(q, p) << " elements from rank "
+          << ch.comm_rank(p) << ", which sends it " << count_of(p, q) << "; the counts must match";
+      if (p == q) continue;
+      most = std::max(most, count_of(p, q) * elem_bytes);
+      sends += count_of(p, q) * elem_bytes;
+    }
     heaviest = std::max(heaviest, sends);
   }
-  for (int p = 0; p < n; ++p)
-    FTCC_CHECK(count_of(p, me) == recv_counts[p])
-        << "alltoall: rank " << ch.comm_rank(me) << " expects " << recv_counts[p] << " elements from rank "
-        << ch.comm_rank(p) << ", which sends it " << count_of(p, me) << "; the counts must match";
   if (heaviest > kShmAlltoallBytes || most > part) return false;  // every rank saw the same counts
+  ShmCall data(ctx, ch);  // the data round: a failure there leaves the ranks out of step
   if (send_counts[me] > 0)
     std::memmove(out + recv_displs[me] * elem_bytes, in + send_displs[me] * elem_bytes, send_counts[me] * elem_bytes);
   // One round: every message in its part of the sender's slot.

@@ -192,7 +192,7 @@ std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
     const std::string nm = std::string("/").append(name_prefix()).append(suffix);
     m.base = create_object(nm, bytes, error);
     if (m.base == MAP_FAILED)
-      std::fprintf(stderr, "ftcc: no shared memory for this communicator's allreduce (%s of %zu bytes: %s); it goes over "
+      std::fprintf(stderr, "ftcc: no shared memory for this communicator's collectives (%s of %zu bytes: %s); they go over "
                    "MPI point-to-point\n", nm.c_str(), bytes, error.c_str());
     m.unlink_name = nm;  // until every rank has mapped its own (or on any error)
     if (m.base != MAP_FAILED) std::memcpy(name.data(), nm.data(), std::min(nm.size(), kNameBytes - 1));

@@ -1,6 +1,7 @@
 // comm/shm_segment.hpp: shared memory for the ranks of a communicator that run on one host
-// (internal to comm/; the allreduces that use it are comm/shm_allreduce.cpp, for a communicator
-// on one host, and comm/hierarchical_allreduce.cpp, for one spanning several).
+// (internal to comm/; the collectives that use it are comm/shm_allreduce.cpp and
+// shm_collectives.cpp, for a communicator on one host, and comm/hierarchical_allreduce.cpp and
+// hierarchical_collectives.cpp, for one spanning several).
 //
 // ShmSegment::attach(comm) is collective over `comm` (every rank calls it, in the same order as
 // the other collectives). The ranks allgather their host keys (comm/host_identity.hpp's
@@ -131,8 +132,8 @@ class ShmSegment {
 
   Channel& channel(int c) { return channels_[c]; }
   std::size_t bytes() const { return bytes_; }
-  // The number of hosts the communicator spans (1: the shared-memory allreduce; more: the
-  // hierarchical one).
+  // The number of hosts the communicator spans (1: the shared-memory collectives; more: the
+  // hierarchical ones).
   int hosts() const { return hosts_; }
   // The shared-memory name prefix of this job's segments (tools/ftcc-run removes "/dev/shm/" + it
   // + "*" after the job): "ftcc-shm." + the job folder's name, else "ftcc-shm.pid<pid>".

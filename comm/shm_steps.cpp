@@ -5,7 +5,9 @@
 #include <cstring>
 #include <exception>
 
-#if defined(__SSE2__)
+// The sanitizers see no streaming store (GCC instruments none): under them, plain copies.
+#if defined(__SSE2__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define FTCC_SHM_STREAM 1
 #include <emmintrin.h>
 #endif
 
@@ -27,11 +29,11 @@ ShmCall::ShmCall(const OpContext& ctx, ShmSegment::Channel& ch) : ch_(ch), uncau
 }
 
 ShmCall::~ShmCall() {
-  if (std::uncaught_exceptions() > uncaught_) ch_.mark_broken();
+  if (std::uncaught_exceptions() > uncaught_ && !in_step_) ch_.mark_broken();
 }
 
 void shm_store(void* dst, const void* src, std::size_t bytes) {
-#if defined(__SSE2__)
+#if defined(FTCC_SHM_STREAM)
   if (bytes >= kShmStreamBytes) {
     auto* d = static_cast<std::byte*>(dst);
     const auto* s = static_cast<const std::byte*>(src);

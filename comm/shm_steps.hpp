@@ -1,5 +1,6 @@
 // comm/shm_steps.hpp: the steps the shared-memory collectives are built from (internal to comm/:
-// comm/shm_allreduce.cpp and comm/hierarchical_allreduce.cpp).
+// comm/shm_allreduce.cpp, shm_collectives.cpp, hierarchical_allreduce.cpp and
+// hierarchical_collectives.cpp).
 //
 // A "round" is one slot's worth of a collective: Channel::next_round() numbers it the same on every
 // rank of the host, and a rank raises a flag to the round's number (flags only grow). Every wait
@@ -28,10 +29,14 @@ class ShmCall {
   ~ShmCall();
   ShmCall(const ShmCall&) = delete;
   ShmCall& operator=(const ShmCall&) = delete;
+  // From here on an exception is thrown on every rank at the same round (an error every rank
+  // finds in what all of them read): it leaves the channel usable.
+  void in_step() { in_step_ = true; }
 
  private:
   ShmSegment::Channel& ch_;
   int uncaught_;
+  bool in_step_ = false;
 };
 
 // Pieces of up to this many bytes are reduced whole by the rank(s) that need the result (one

@@ -16,7 +16,8 @@
 //
 // Tags::parents keeps the parent's tags instead (no mapping): for the parts of one collective of
 // the parent that run among some of its ranks under that collective's tag (the hierarchical
-// allreduce's exchange among the hosts' leaders, comm/hierarchical_allreduce.cpp), and for the
+// collectives' exchanges between one rank per host, comm/hierarchical_allreduce.cpp and
+// hierarchical_collectives.cpp), and for the
 // shared-memory segment's liveness receives on the parent's liveness tag.
 #pragma once
 

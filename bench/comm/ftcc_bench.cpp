@@ -30,6 +30,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -144,12 +145,17 @@ struct Bench {
     }
     if (cfg.root < 0 || cfg.root >= n)
       throw ftcc::InvalidArgument("ftcc-bench: --root " + std::to_string(cfg.root) + " is not a rank of " + std::to_string(n));
-    // The segment attaches at a communicator's first collective, reading FTCC_SHM then.
+    // The segment attaches at a communicator's first collective, reading FTCC_SHM then (the user's
+    // setting is restored for `comm`).
     // NOLINTNEXTLINE(concurrency-mt-unsafe): no other thread runs yet
-    setenv("FTCC_SHM", "0", 1);
+    const char* was = std::getenv("FTCC_SHM");
+    const std::string saved = was ? was : "";
+    setenv("FTCC_SHM", "0", 1);  // NOLINT(concurrency-mt-unsafe)
     barrier(p2p);
-    // NOLINTNEXTLINE(concurrency-mt-unsafe)
-    unsetenv("FTCC_SHM");
+    if (was)
+      setenv("FTCC_SHM", saved.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
+    else
+      unsetenv("FTCC_SHM");  // NOLINT(concurrency-mt-unsafe)
   }
 
   // Element counts of the send and receive buffers for a size in bytes.
