@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <cstdlib>
 #include <exception>
+#include <string>
 
 // The sanitizers see no streaming store (GCC instruments none): under them, plain copies.
 #if defined(__SSE2__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
@@ -34,7 +36,9 @@ ShmCall::~ShmCall() {
 
 void shm_store(void* dst, const void* src, std::size_t bytes) {
 #if defined(FTCC_SHM_STREAM)
-  if (bytes >= kShmStreamBytes) {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read once; nothing in ftcc calls setenv
+  static const bool stream = [] { const char* s = std::getenv("FTCC_SHM_STREAM"); return !(s && std::string(s) == "0"); }();
+  if (stream && bytes >= kShmStreamBytes) {
     auto* d = static_cast<std::byte*>(dst);
     const auto* s = static_cast<const std::byte*>(src);
     const std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(d) % 16) % 16;  // to 16-byte alignment
