@@ -61,10 +61,9 @@ void shm_scatter_run(OpContext& ctx, ShmSegment::Channel& channel, const void* s
                      int root);
 // Host rank == the communicator's rank (every rank on this host). Throws InvalidArgument on every
 // rank when some rank's recv_counts differ from what another sends it (the channel stays usable).
-// Returns false, on every rank, when
-// some rank sends the others more than kShmAlltoallBytes, or a message exceeds its part of a slot:
-// the caller then exchanges the data point-to-point (measured: docs/collectives.md).
-inline constexpr std::size_t kShmAlltoallBytes = 64 * 1024;
+// Returns false, on every rank, when some rank sends the others more than kShmAlltoallBytes
+// (collectives.hpp) or a message exceeds its part of a slot: the caller then exchanges the data
+// point-to-point (measured: docs/collectives.md).
 bool shm_alltoallv_run(OpContext& ctx, ShmSegment::Channel& channel, const void* send, const std::size_t* send_counts,
                        const std::size_t* send_displs, void* recv, const std::size_t* recv_counts,
                        const std::size_t* recv_displs, std::size_t elem_bytes);

@@ -137,6 +137,9 @@ void barrier(Communicator& comm, const CollectiveOptions& options = {});
 // over point-to-point, a Timeout or a truncation error, or (a shorter message) no error at all.
 // send and recv must not overlap.
 // gather, scatter and alltoallv take host memory (no CUDA device pointers).
+// With every rank on one host, alltoallv's data goes through shared memory when no rank sends the
+// others more than this in all (its counts always do), else point-to-point.
+inline constexpr std::size_t kShmAlltoallBytes = 64 * 1024;
 void alltoallv(Communicator& comm, const void* send, const std::size_t* send_counts, const std::size_t* send_displs,
                void* recv, const std::size_t* recv_counts, const std::size_t* recv_displs, DType dtype,
                const CollectiveOptions& options = {});

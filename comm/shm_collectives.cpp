@@ -21,13 +21,13 @@
 //   gather          the same, but only the root copies the pieces out.
 //   scatter         per round: the root waits as the broadcast's does, copies block r's piece into
 //                   rank r's slot for every r and raises `reduced`; rank r copies its slot out.
-//   alltoallv       one round in which every rank writes its send counts into its slot (so every
-//                   rank knows every rank's, and checks what it expects from each rank); then, if
-//                   no rank sends the others more than kShmAlltoallBytes in all and every message
-//                   fits a part of a slot (slot / n bytes), one round: every rank writes its data
-//                   for rank p into part p of its slot; once all are up, each copies part `me` of
-//                   every rank's slot out. Larger ones go point-to-point: Open MPI copies a large
-//                   message once, from the sender's memory into the receiver's (two copies here).
+//   alltoallv       one round: every rank writes its counts, sent and expected, into its slot (so
+//                   every rank knows every rank's, and checks them all), and its data for rank p
+//                   into part p (slot / n bytes) when it sends the others at most kShmAlltoallBytes
+//                   in all, each message within its part; once all are up, if every rank's data
+//                   was there, each copies part `me` of every rank's slot out. Larger ones go
+//                   point-to-point: Open MPI copies a large message once, from the sender's memory
+//                   into the receiver's (two copies here).
 //   reduce_scatter  per round of the whole input (n blocks): every rank copies its piece in; once
 //                   all are up, each reduces the part of its own block that falls in the round,
 //                   in rank order, straight into its output.
@@ -40,6 +40,7 @@
 #include <cstring>
 
 #include "ftcc/comm/algorithms.hpp"
+#include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/shm_steps.hpp"
 
 namespace ftcc::comm::detail {
@@ -163,54 +164,63 @@ bool shm_alltoallv_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send
   const auto nz = static_cast<std::size_t>(n);
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
-  // Round 0: the counts, sent and expected. Every rank reads every rank's, so all agree on the way
-  // the data goes, and all find a mismatch.
-  FTCC_CHECK(2 * nz * sizeof(std::uint64_t) <= ch.slot_bytes()) << "alltoallv: too many ranks for a slot";
-  const int g0 = shm_generation(shm_open_round_with(ctx, ch, [&](std::byte* slot) {
+  // One round: every rank writes its counts, sent and expected, and (when what it sends fits: at
+  // most kShmAlltoallBytes in all, each message within its part) its messages, rank p's in part p.
+  // Every rank reads every rank's counts, so all agree on the way the data goes (through the slots
+  // only if every rank's fitted), and all find a mismatch.
+  const std::size_t counts_bytes = (2 * nz * sizeof(std::uint64_t) + 63) / 64 * 64;
+  FTCC_CHECK(counts_bytes < ch.slot_bytes()) << "alltoallv: too many ranks for a slot";
+  const std::size_t part = (ch.slot_bytes() - counts_bytes) / nz / 64 * 64;  // each peer's part of a slot
+  bool mine_fit = true;  // (the same test as all_fit's below, for this rank's messages)
+  std::size_t my_sends = 0;
+  for (int p = 0; p < n; ++p)
+    if (p != me) {
+      my_sends += send_counts[p] * elem_bytes;
+      mine_fit = mine_fit && send_counts[p] * elem_bytes <= part;
+    }
+  mine_fit = mine_fit && my_sends <= kShmAlltoallBytes;
+  const int g = shm_generation(shm_open_round_with(ctx, ch, [&](std::byte* slot) {
     for (std::size_t p = 0; p < nz; ++p) {
       const std::uint64_t c[2] = {send_counts[p], recv_counts[p]};
       std::memcpy(slot + p * sizeof c[0], &c[0], sizeof c[0]);
       std::memcpy(slot + (nz + p) * sizeof c[0], &c[1], sizeof c[1]);
     }
+    if (!mine_fit) return;
+    for (int p = 0; p < n; ++p)
+      if (p != me && send_counts[p] > 0)
+        shm_store(slot + counts_bytes + static_cast<std::size_t>(p) * part, in + send_displs[p] * elem_bytes,
+                  send_counts[p] * elem_bytes);
   }));
   auto read = [&](int r, std::size_t i) {
     std::uint64_t c = 0;
-    std::memcpy(&c, ch.slot(g0, r) + i * sizeof c, sizeof c);
+    std::memcpy(&c, ch.slot(g, r) + i * sizeof c, sizeof c);
     return static_cast<std::size_t>(c);
   };
   auto count_of = [&](int from, int to) { return read(from, static_cast<std::size_t>(to)); };  // in elements
   auto expected = [&](int to, int from) { return read(to, nz + static_cast<std::size_t>(from)); };
-  const std::size_t part = ch.slot_bytes() / nz / 64 * 64;  // each peer's part of a slot
-  std::size_t most = 0;      // the largest message between two ranks
-  std::size_t heaviest = 0;  // the most a rank sends the others
-  call.in_step();            // a mismatch is found by every rank, in this round
+  call.in_step();  // a mismatch is found by every rank, in this round
+  bool all_fit = true;
   for (int p = 0; p < n; ++p) {
     std::size_t sends = 0;
+    bool each = true;
     for (int q = 0; q < n; ++q) {
       FTCC_CHECK(count_of(p, q) == expected(q, p))
           << "alltoall: rank " << ch.comm_rank(q) << " expects " << expected(q, p) << " elements from rank "
           << ch.comm_rank(p) << ", which sends it " << count_of(p, q) << "; the counts must match";
       if (p == q) continue;
-      most = std::max(most, count_of(p, q) * elem_bytes);
       sends += count_of(p, q) * elem_bytes;
+      each = each && count_of(p, q) * elem_bytes <= part;
     }
-    heaviest = std::max(heaviest, sends);
+    all_fit = all_fit && each && sends <= kShmAlltoallBytes;  // what mine_fit was on rank p
   }
-  if (heaviest > kShmAlltoallBytes || most > part) return false;  // every rank saw the same counts
-  ShmCall data(ctx, ch);  // the data round: a failure there leaves the ranks out of step
+  if (!all_fit) return false;  // every rank saw the same counts
   if (send_counts[me] > 0)
     std::memmove(out + recv_displs[me] * elem_bytes, in + send_displs[me] * elem_bytes, send_counts[me] * elem_bytes);
-  // One round: every message in its part of the sender's slot.
-  const int g = shm_generation(shm_open_round_with(ctx, ch, [&](std::byte* slot) {
-    for (int p = 0; p < n; ++p)
-      if (p != me && send_counts[p] > 0)
-        shm_store(slot + static_cast<std::size_t>(p) * part, in + send_displs[p] * elem_bytes, send_counts[p] * elem_bytes);
-  }));
   for (int p = 0; p < n; ++p) {
     const std::size_t m = recv_counts[p] * elem_bytes;
     if (p == me || m == 0) continue;
     std::byte* to = out + recv_displs[p] * elem_bytes;
-    std::memcpy(to, ch.slot(g, p) + static_cast<std::size_t>(me) * part, m);
+    std::memcpy(to, ch.slot(g, p) + counts_bytes + static_cast<std::size_t>(me) * part, m);
     if (const ReceiveHook* hook = ctx.receive_hook()) (*hook)(ctx.op(), ctx.tag(), to, m);
   }
   return true;

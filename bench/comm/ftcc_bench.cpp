@@ -180,6 +180,9 @@ struct Bench {
     if (cfg.op == "allreduce" && !(comm.uses_shared_memory() && allreduce_wants_shm(AllreduceAlgo::automatic)))
       return "auto(" + std::string(to_string(resolve_allreduce_algo(AllreduceAlgo::automatic, bytes, n))) + ")";
     if (!comm.uses_shared_memory() || (cfg.op == "alltoall" && comm.shared_memory()->hosts() > 1)) return "auto";
+    // alltoallv: the counts through shared memory, the data too up to 64 KiB per rank
+    if (cfg.op == "alltoall" && bytes / static_cast<std::size_t>(n) * static_cast<std::size_t>(n - 1) > kShmAlltoallBytes)
+      return "auto(shm+p2p)";
     return comm.shared_memory()->hosts() > 1 ? "auto(hier)" : "auto(shm)";
   }
 
