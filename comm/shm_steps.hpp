@@ -53,11 +53,11 @@ std::uint64_t shm_open_round(OpContext& ctx, ShmSegment::Channel& ch, const std:
 
 // Copies `bytes` into shared memory that other ranks read next (a slot). From kShmStreamBytes on,
 // with non-temporal stores (x86): a store to a line that another core holds (it read the slot in
-// the round before) must first take the line from that core. On the development VM that cost 75
-// to 460 us per MiB, depending on where the VM's two vCPUs were placed, against 22 us for a plain
-// copy; streaming stores skip the read and took 38-40 us either way (docs/collectives.md). Ends
-// with a store fence, so the flag raised after it publishes the data. FTCC_SHM_STREAM=0: plain
-// copies (to measure the difference).
+// the round before) must first take the line from that core, which on the development VM made a
+// 1 MiB copy into a slot take up to 15 times a private one, depending on where the VM's vCPUs
+// were placed; streaming stores write whole lines without reading them (measured with ftcc-bench,
+// docs/collectives.md "Streaming stores into the slots"). Ends with a store fence, so the flag
+// raised after it publishes the data. FTCC_SHM_STREAM=0: plain copies (to measure the difference).
 void shm_store(void* dst, const void* src, std::size_t bytes);
 inline constexpr std::size_t kShmStreamBytes = 16 * 1024;
 
