@@ -7,6 +7,7 @@
 //      every slot, in host-rank order, into the result slot and raises `reduced`; the leader waits
 //      for every `reduced` and copies the result into its output. Pieces of up to
 //      kShmWholeRoundBytes: the leader reduces the whole piece itself, the others only copy in.
+//      (Hosts of different sizes; this is shm_reduce_run, comm/shm_collectives.cpp.)
 //   2. The leaders allreduce their outputs in place, over MPI point-to-point, with the algorithm
 //      `auto` picks for that size and number of hosts (ring, tree or rhd), under this collective's
 //      tag (a SubgroupTransport that keeps the communicator's tags: no other message can match).
@@ -103,26 +104,11 @@ void led(OpContext& ctx, Channel& ch, const std::byte* in, std::byte* out, std::
   const bool leader = ch.rank() == 0, alone = ch.size() == 1;
   const std::size_t per_round = alone ? count : ch.slot_bytes() / w;
 
-  // 1. Reduce to the leader.
+  // 1. Reduce to the leader (shared memory's reduce: comm/shm_collectives.cpp).
   if (alone) {
     if (in != out) std::memcpy(out, in, count * w);
   } else {
-    for (std::size_t at = 0; at < count; at += per_round) {
-      const std::size_t m = std::min(per_round, count - at);
-      const std::uint64_t round = shm_open_round(ctx, ch, in + at * w, m * w);
-      const int g = shm_generation(round);
-      if (m * w <= kShmWholeRoundBytes) {
-        if (leader) shm_reduce_slots(ctx, ch, g, out + at * w, 0, m, dtype, op, true);
-        continue;
-      }
-      const std::size_t lo = shm_slice_at(m, w, ch.size(), ch.rank()), hi = shm_slice_at(m, w, ch.size(), ch.rank() + 1);
-      std::byte* result = ch.slot(g, ch.size());
-      shm_reduce_slots(ctx, ch, g, result + lo * w, lo, hi, dtype, op, true);
-      shm_raise(ctx, ch.reduced(ch.rank()), round);
-      if (!leader) continue;
-      shm_wait_for_all(ctx, ch, true, round);
-      std::memcpy(out + at * w, result, m * w);
-    }
+    shm_reduce_run(ctx, ch, in, leader ? out : nullptr, count, dtype, op, 0);
   }
 
   // 2. Across the hosts.

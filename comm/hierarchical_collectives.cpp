@@ -80,80 +80,38 @@ std::size_t total_of(const Members& members) {
   return n;
 }
 
-}  // namespace
+// A collective with a root: who speaks for each host, and this rank's part.
+struct Rooted {
+  Rooted(const Channel& ch, int root)
+      : members(hosts_members(ch)), speaker(speakers(members, root)), root_host(ch.host_of()[static_cast<std::size_t>(root)]),
+        host_speaker(ch.host_rank_of(speaker[static_cast<std::size_t>(ch.host())])), speaks(ch.rank() == host_speaker),
+        is_root(ch.comm_rank(ch.rank()) == root) {}
+  Members members;
+  std::vector<int> speaker;  // the communicator's rank speaking for host h
+  int root_host;
+  int host_speaker;  // this host's speaker, as a host rank
+  bool speaks, is_root;
+};
 
-void hierarchical_broadcast_run(OpContext& ctx, Channel& ch, void* buf, std::size_t bytes, int root) {
-  const ShmCall call(ctx, ch);
-  const Members members = hosts_members(ch);
-  const std::vector<int> speaker = speakers(members, root);
-  const int host_speaker = ch.host_rank_of(speaker[static_cast<std::size_t>(ch.host())]);
-  if (ch.rank() == host_speaker) {
-    SpeakersPart part(ctx, speaker);
-    tree_broadcast(part.ctx, buf, bytes, binomial_tree(part.ctx.rank(), part.ctx.size(), ch.host_of()[static_cast<std::size_t>(root)], true),
-                   tree_params(bytes));
-  }
-  if (ch.size() > 1) shm_broadcast_run(ctx, ch, buf, bytes, host_speaker);
-}
-
-void hierarchical_reduce_run(OpContext& ctx, Channel& ch, const void* send, void* recv, std::size_t count, DType dtype,
-                             ReduceOp op, int root) {
-  const ShmCall call(ctx, ch);
-  const Members members = hosts_members(ch);
-  const std::vector<int> speaker = speakers(members, root);
-  const int host_speaker = ch.host_rank_of(speaker[static_cast<std::size_t>(ch.host())]);
-  const bool speaks = ch.rank() == host_speaker, is_root = ch.comm_rank(ch.rank()) == root;
-  const std::size_t bytes = count * dtype_size(dtype);
-  // 1. Inside the host, to its speaker.
-  const void* host_sum = send;  // a host of one rank: its input
-  void* acc = nullptr;          // where a speaker with children in the tree stages partial sums
-  if (speaks) acc = is_root ? recv : ch.size() > 1 ? ctx.scratch(bytes, 3) : nullptr;
-  if (ch.size() > 1) {
-    shm_reduce_run(ctx, ch, send, acc, count, dtype, op, host_speaker);
-    host_sum = acc;
-  }
-  if (!speaks) return;
-  // 2. The speakers, to the root.
-  SpeakersPart part(ctx, speaker);
-  tree_reduce(part.ctx, host_sum, acc, count, dtype, op,
-              binomial_tree(part.ctx.rank(), part.ctx.size(), ch.host_of()[static_cast<std::size_t>(root)], false),
-              tree_params(bytes));
-}
-
-void hierarchical_gather_run(OpContext& ctx, Channel& ch, const void* send, void* recv, std::size_t block, int root) {
-  const ShmCall call(ctx, ch);
-  const Members members = hosts_members(ch);
-  const std::vector<int> speaker = speakers(members, root);
-  const int host_speaker = ch.host_rank_of(speaker[static_cast<std::size_t>(ch.host())]);
-  const bool speaks = ch.rank() == host_speaker, is_root = ch.comm_rank(ch.rank()) == root;
+// Receives host h's blocks (host-rank order, one message from from[h]) for every host but this
+// one, whose blocks are at `mine`, and puts every block at out + (its rank) * block. The received
+// ones pass through scratch slot 4. Sends already posted (`hs`) are waited for with them.
+void collect_hosts(OpContext& ctx, const Channel& ch, const Members& members, const std::vector<int>& from,
+                   const std::byte* mine, std::size_t block, std::byte* out, std::vector<OpContext::Handle>& hs) {
   const auto local = static_cast<std::size_t>(ch.size());
-  // 1. Inside the host, to its speaker: the host's blocks in host-rank order.
-  const auto* host_blocks = static_cast<const std::byte*>(send);
-  if (ch.size() > 1) {
-    std::byte* b = speaks ? ctx.scratch(local * block, 3) : nullptr;
-    shm_gather_run(ctx, ch, send, b, block, host_speaker);
-    host_blocks = b;
-  }
-  if (!speaks) return;
-  if (!is_root) {
-    ctx.wait(ctx.isend(host_blocks, local * block, root));
-    return;
-  }
-  // 2. The root: every other host's blocks in one message from its speaker.
   std::byte* from_hosts = ctx.scratch((total_of(members) - local) * block, 4);
-  std::vector<OpContext::Handle> hs;
   std::vector<const std::byte*> at(members.size());
   std::size_t off = 0;
   for (std::size_t h = 0; h < members.size(); ++h) {
     if (static_cast<int>(h) == ch.host()) {
-      at[h] = host_blocks;
+      at[h] = mine;
       continue;
     }
     at[h] = from_hosts + off;
-    hs.push_back(ctx.irecv(from_hosts + off, members[h].size() * block, speaker[h]));
+    hs.push_back(ctx.irecv(from_hosts + off, members[h].size() * block, from[h]));
     off += members[h].size() * block;
   }
   ctx.wait_all(hs.data(), hs.size());
-  auto* out = static_cast<std::byte*>(recv);
   for (std::size_t h = 0; h < members.size(); ++h)
     for (std::size_t i = 0; i < members[h].size(); ++i) {
       std::byte* to = out + static_cast<std::size_t>(members[h][i]) * block;
@@ -161,12 +119,64 @@ void hierarchical_gather_run(OpContext& ctx, Channel& ch, const void* send, void
     }
 }
 
+}  // namespace
+
+void hierarchical_broadcast_run(OpContext& ctx, Channel& ch, void* buf, std::size_t bytes, int root) {
+  const ShmCall call(ctx, ch);
+  const Rooted r(ch, root);
+  if (r.speaks) {
+    SpeakersPart part(ctx, r.speaker);
+    tree_broadcast(part.ctx, buf, bytes, binomial_tree(part.ctx.rank(), part.ctx.size(), r.root_host, true),
+                   tree_params(bytes));
+  }
+  if (ch.size() > 1) shm_broadcast_run(ctx, ch, buf, bytes, r.host_speaker);
+}
+
+void hierarchical_reduce_run(OpContext& ctx, Channel& ch, const void* send, void* recv, std::size_t count, DType dtype,
+                             ReduceOp op, int root) {
+  const ShmCall call(ctx, ch);
+  const Rooted r(ch, root);
+  const std::size_t bytes = count * dtype_size(dtype);
+  // 1. Inside the host, to its speaker.
+  const void* host_sum = send;  // a host of one rank: its input
+  void* acc = nullptr;          // where a speaker with children in the tree stages partial sums
+  if (r.speaks) acc = r.is_root ? recv : ch.size() > 1 ? ctx.scratch(bytes, 3) : nullptr;
+  if (ch.size() > 1) {
+    shm_reduce_run(ctx, ch, send, acc, count, dtype, op, r.host_speaker);
+    host_sum = acc;
+  }
+  if (!r.speaks) return;
+  // 2. The speakers, to the root.
+  SpeakersPart part(ctx, r.speaker);
+  tree_reduce(part.ctx, host_sum, acc, count, dtype, op, binomial_tree(part.ctx.rank(), part.ctx.size(), r.root_host, false),
+              tree_params(bytes));
+}
+
+void hierarchical_gather_run(OpContext& ctx, Channel& ch, const void* send, void* recv, std::size_t block, int root) {
+  const ShmCall call(ctx, ch);
+  const Rooted r(ch, root);
+  const auto local = static_cast<std::size_t>(ch.size());
+  // 1. Inside the host, to its speaker: the host's blocks in host-rank order.
+  const auto* host_blocks = static_cast<const std::byte*>(send);
+  if (ch.size() > 1) {
+    std::byte* b = r.speaks ? ctx.scratch(local * block, 3) : nullptr;
+    shm_gather_run(ctx, ch, send, b, block, r.host_speaker);
+    host_blocks = b;
+  }
+  if (!r.speaks) return;
+  if (!r.is_root) {
+    ctx.wait(ctx.isend(host_blocks, local * block, root));
+    return;
+  }
+  // 2. The root: every other host's blocks in one message from its speaker.
+  std::vector<OpContext::Handle> hs;
+  collect_hosts(ctx, ch, r.members, r.speaker, host_blocks, block, static_cast<std::byte*>(recv), hs);
+}
+
 void hierarchical_scatter_run(OpContext& ctx, Channel& ch, const void* send, void* recv, std::size_t block, int root) {
   const ShmCall call(ctx, ch);
-  const Members members = hosts_members(ch);
-  const std::vector<int> speaker = speakers(members, root);
-  const int host_speaker = ch.host_rank_of(speaker[static_cast<std::size_t>(ch.host())]);
-  const bool speaks = ch.rank() == host_speaker, is_root = ch.comm_rank(ch.rank()) == root;
+  const Rooted r(ch, root);
+  const Members& members = r.members;
   const auto local = static_cast<std::size_t>(ch.size());
   const auto* in = static_cast<const std::byte*>(send);
   auto pack = [&](std::byte* to, std::size_t h) {  // host h's blocks, in host-rank order
@@ -175,27 +185,27 @@ void hierarchical_scatter_run(OpContext& ctx, Channel& ch, const void* send, voi
   };
   std::vector<OpContext::Handle> hs;
   const std::byte* host_blocks = nullptr;  // the speaker's: its host's blocks in host-rank order
-  if (is_root) {
+  if (r.is_root) {
     // 1. The root: each other host's blocks in one message to its speaker.
     std::byte* packed = ctx.scratch((total_of(members) - local) * block, 4);
     std::size_t off = 0;
     for (std::size_t h = 0; h < members.size(); ++h) {
       if (static_cast<int>(h) == ch.host()) continue;
       pack(packed + off, h);
-      hs.push_back(ctx.isend(packed + off, members[h].size() * block, speaker[h]));
+      hs.push_back(ctx.isend(packed + off, members[h].size() * block, r.speaker[h]));
       off += members[h].size() * block;
     }
     std::byte* mine = ctx.scratch(local * block, 3);
     pack(mine, static_cast<std::size_t>(ch.host()));
     host_blocks = mine;
-  } else if (speaks) {
+  } else if (r.speaks) {
     std::byte* mine = ctx.scratch(local * block, 3);
     ctx.wait(ctx.irecv(mine, local * block, root));
     host_blocks = mine;
   }
   // 2. Inside the host.
   if (ch.size() > 1)
-    shm_scatter_run(ctx, ch, host_blocks, recv, block, host_speaker);
+    shm_scatter_run(ctx, ch, host_blocks, recv, block, r.host_speaker);
   else if (recv != nullptr)
     std::memcpy(recv, host_blocks, block);
   ctx.wait_all(hs.data(), hs.size());
@@ -217,29 +227,14 @@ void hierarchical_allgather_run(OpContext& ctx, Channel& ch, const void* send, v
   }
   if (leader) {
     // 2. Every leader sends its host's blocks to every other leader.
-    std::byte* from_hosts = ctx.scratch(total - local * block, 4);
+    std::vector<int> leaders;
+    for (const auto& m : members) leaders.push_back(m.front());
     std::vector<OpContext::Handle> hs;
-    std::vector<const std::byte*> at(members.size());
-    std::size_t off = 0;
-    for (std::size_t h = 0; h < members.size(); ++h) {
-      if (static_cast<int>(h) == ch.host()) {
-        at[h] = host_blocks;
-        continue;
-      }
-      at[h] = from_hosts + off;
-      hs.push_back(ctx.irecv(from_hosts + off, members[h].size() * block, members[h].front()));
-      off += members[h].size() * block;
-    }
     for (std::size_t k = 1; k < members.size(); ++k) {  // host + 1 first, as alltoallv does
       const std::size_t h = (static_cast<std::size_t>(ch.host()) + k) % members.size();
-      hs.push_back(ctx.isend(host_blocks, local * block, members[h].front()));
+      hs.push_back(ctx.isend(host_blocks, local * block, leaders[h]));
     }
-    ctx.wait_all(hs.data(), hs.size());
-    for (std::size_t h = 0; h < members.size(); ++h)
-      for (std::size_t i = 0; i < members[h].size(); ++i) {
-        std::byte* to = out + static_cast<std::size_t>(members[h][i]) * block;
-        if (to != at[h] + i * block) std::memcpy(to, at[h] + i * block, block);
-      }
+    collect_hosts(ctx, ch, members, leaders, host_blocks, block, out, hs);
   }
   // 3. Inside the host, from its leader.
   if (ch.size() > 1) shm_broadcast_run(ctx, ch, out, total, 0);
