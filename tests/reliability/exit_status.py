@@ -236,11 +236,22 @@ elif case == "stall_in_step":
     check(s is not None and s["recoveries"][0]["failed"] == [1], "the stuck rank was excluded")
 
 elif case == "stall_without_heartbeat":
-    # Nobody can tell who is stuck: every rank's deadline fires; the job ends, honestly, as lost.
-    rc, out, _ = job(3, TRAIN, *MODEL, "--steps", "12", "--hang-timeout", "0", "--ulfm-timeout", "2",
+    # Nobody can tell who is stuck: rank 1 stalls inside the agreement, rank 0 waits in it, and
+    # each leaves at its own deadline of ULFM calls. Usually both deadlines fire: the job ends,
+    # honestly, as lost (5). When rank 0 comes to the agreement later than rank 1 by more than
+    # ULFM takes to notice an exit (seen once: the TSan suite beside a whole test run), rank 1's
+    # deadline fires first, it leaves, and rank 0 excludes it and finishes alone (0). Both are
+    # correct; each is checked whole.
+    rc, out, s = job(3, TRAIN, *MODEL, "--steps", "12", "--hang-timeout", "0", "--ulfm-timeout", "2",
                      "--inject", "kill:rank=2:step=3", "--inject", "stall:rank=1:step=3:phase=agree")
-    expect(rc, 5, out, line="ftcc-run: every rank was lost before the job finished")
-    check(out.count("deadline: MPIX_Comm_agree did not return within") == 2, "the line names the call for ranks 0 and 1")
+    if rc != 0:
+        expect(rc, 5, out, line="ftcc-run: every rank was lost before the job finished")
+        check(out.count("deadline: MPIX_Comm_agree did not return within") == 2, "the line names the call for ranks 0 and 1")
+    else:
+        lost = sorted(r for e in (s or {}).get("recoveries", []) for r in e["failed"])
+        check(s is not None and lost == [1, 2] and s["world_size_final"] == 1 and s["steps"] == 12,
+              f"rank 0 excluded ranks 1 and 2 and finished the 12 steps alone ({lost})")
+        check("rank 1: MPIX_Comm_agree did not return within" in out, "rank 1 left at its deadline")
 
 elif case == "hang_in_shrink":
     rc, out, s = job(4, TRAIN, *MODEL, "--steps", "12", "--hang-timeout", "1.5",
