@@ -1,7 +1,10 @@
 """Example 1: one nn.Linear(10, 1), MSELoss and SGD, a loop over epochs, gradients averaged with
 dist.all_reduce: the program a torch user writes with init_process_group("gloo"), changed only to
-run on ftcc and keep training when ranks die, the plain-torch way (no helper):
+run on ftcc and keep training when ranks die, the explicit way: the program does its own recovery
+(examples/torch_ddp_plain.py is the other way: nothing changed, ftcc recovers inside the collective).
   - the backend is "ftcc" and the program starts under tools/ftcc-run (no MASTER_ADDR/PORT);
+  - ftcc_torch.set_transparent(False): a lost rank raises RankFailure instead of being recovered
+    inside the collective;
   - a step that raises ftcc_torch.RankFailure continues on dist.shrink_group(e.failed_ranks): the
     survivors take the model and the data cursor from the lowest-numbered survivor that applied
     the most steps, and the step in flight is done again, split among them;
@@ -28,6 +31,7 @@ args = p.parse_args()
 torch.manual_seed(0)
 torch.set_num_threads(1)
 dist.init_process_group("ftcc")
+ftcc_torch.set_transparent(False)
 features, targets = load()
 model = nn.Linear(10, 1)
 loss_fn = nn.MSELoss()

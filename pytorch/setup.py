@@ -70,8 +70,8 @@ rpaths = [f"-Wl,-rpath,{d}" for d in mpi_libdirs]
 ext = CppExtension(
     "ftcc_torch._C",
     sources=[os.path.join("csrc", f) for f in
-             ("module.cpp", "process_group_ftcc.cpp", "ftcc_work.cpp", "runtime.cpp", "rank_failure.cpp",
-              "tensor_buffers.cpp")],
+             ("module.cpp", "process_group_ftcc.cpp", "ftcc_work.cpp", "runtime.cpp", "group_runner.cpp",
+              "failure_verdict.cpp", "ddp_mean_hook.cpp", "rank_failure.cpp", "tensor_buffers.cpp")],
     include_dirs=[os.path.join(build, "include"), build] + mpi_incdirs,
     extra_objects=libs,
     extra_compile_args=["-std=c++20", "-O2", "-Wno-unused-parameter"],
@@ -86,4 +86,10 @@ setup(
     ext_modules=[ext],
     cmdclass={"build_ext": BuildExtension},
     python_requires=">=3.9",
+    # torch imports ftcc_torch by itself under tools/ftcc-run, and on init_process_group("ftcc"):
+    # a program needs no `import ftcc_torch` (ftcc_torch/_autoload.py).
+    entry_points={
+        "torch.backends": ["ftcc = ftcc_torch._autoload:autoload"],
+        "torch.distributed.backends": ["ftcc = ftcc_torch._autoload:register_backend"],
+    },
 )

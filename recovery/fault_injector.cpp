@@ -53,11 +53,11 @@ void FaultInjector::in_phase(FaultPhase phase, int protocol_step) {
   (void)protocol_step;
   for (size_t i = 0; i < mine_.size(); ++i) {
     if (fired_[i] || mine_[i].phase != phase || step_ < mine_[i].step) continue;
-    // Inside collectives: count the phase's sends from the start of step S on and die before
-    // the second, so at least one message went out. A rank that sends once per collective dies
+    // Inside collectives: count the phase's sends from the start of step S on and fire before
+    // the N-th (send=N, default the second, so at least one message went out). A rank that sends once per collective dies
     // in the next one (in step S if it has two, else in a later step). Recovery: at once.
     const bool collective = phase == FaultPhase::allreduce || phase == FaultPhase::broadcast || phase == FaultPhase::allgather;
-    if (collective && ++sends_seen_[i] < 2) continue;
+    if (collective && ++sends_seen_[i] < mine_[i].send) continue;
     fired_[i] = true;
     fire(mine_[i]);
   }

@@ -41,7 +41,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }  // namespace
 
 const char* fault_spec_grammar() {
-  return "fault spec grammar: KIND:rank=R:step=S[:phase=P][:ms=M][:target=T][:bit=B][:times=N][:factor=F][:steps=N]\n"
+  return "fault spec grammar: KIND:rank=R:step=S[:phase=P][:send=N][:ms=M][:target=T][:bit=B][:times=N][:factor=F][:steps=N]\n"
          "  KIND  kill (SIGKILL) | hang (SIGSTOP) | delay (sleep ms=M) | exit (exit(3) without MPI_Finalize)\n"
          "        | segv (a real segmentation fault) | stall (stop making progress, threads alive)\n"
          "        | throw (an exception on this rank alone) | invariant (an internal invariant fails on this rank)\n"
@@ -49,6 +49,7 @@ const char* fault_spec_grammar() {
          "        | slow (steps take factor=F times as long as its peers', for steps=N steps, default to the end)\n"
          "        | wireflip (flip bit B, default 62, of the middle 64-bit word of a message this rank receives in the gradient sum; N sums, default 1)\n"
          "  P     step (default) | allreduce | broadcast | allgather | recovery | shrink | agree | hooks | spare\n"
+         "  N     allreduce/broadcast/allgather: fire before the rank's N-th send of the phase (default 2)\n"
          "  e.g.  kill:rank=2:step=40  kill:rank=1:step=10:phase=allreduce  delay:rank=0:step=7:ms=500";
 }
 
@@ -127,6 +128,7 @@ FlipTarget target_of(const std::string& spec, const std::string& val) {
 void set_field(const std::string& spec, FaultSpec& f, const std::string& key, const std::string& val) {
   if (key == "rank") f.rank = static_cast<int>(parse_int(spec, key, val, std::numeric_limits<int>::max()));
   else if (key == "step") f.step = parse_int(spec, key, val);
+  else if (key == "send") f.send = static_cast<int>(parse_int(spec, key, val, 1000000));
   else if (key == "ms") f.delay_ms = static_cast<int>(parse_int(spec, key, val, std::numeric_limits<int>::max()));
   else if (key == "bit") f.bit = static_cast<int>(parse_int(spec, key, val, f.kind == FaultKind::wireflip ? 63 : 31));
   else if (key == "steps") f.slow_steps = parse_int(spec, key, val);
@@ -153,6 +155,10 @@ void check_combination(const std::string& spec, const FaultSpec& f, const std::s
       f.phase != FaultPhase::spare)
     reject(spec, std::string(to_string(f.kind)) + " fires at phase step, allreduce, broadcast, allgather, hooks or spare (the protocol's own calls never throw)");
   if (f.kind != FaultKind::delay && seen.count("ms")) reject(spec, "ms=M only applies to delay");
+  if (seen.count("send") && f.phase != FaultPhase::allreduce && f.phase != FaultPhase::broadcast &&
+      f.phase != FaultPhase::allgather)
+    reject(spec, "send=N only applies to phase allreduce, broadcast or allgather");
+  if (seen.count("send") && f.send < 1) reject(spec, "send must be >= 1");
   if (f.kind != FaultKind::bitflip && seen.count("target")) reject(spec, "target= only applies to bitflip");
   for (const char* k : {"bit", "times"})
     if (f.kind != FaultKind::bitflip && f.kind != FaultKind::wireflip && seen.count(k))

@@ -13,6 +13,9 @@
 //                           (a hot spare counts the step from the recovery's agreed table);
 //                           spare (a hot spare, as it begins its S-th wait: 0 at start-up, and
 //                           one more after each recovery or end of loop it waits through)
+//           | send=N        phase allreduce/broadcast/allgather: fire just before the rank's N-th
+//                           send of that phase from step S on (default 2: one message went out);
+//                           a late N leaves a collective complete on some ranks and not others
 //           | ms=M          delay length in milliseconds                              (delay only, required)
 //           | target=T      bitflip: param (default) | grad | optim                   (bitflip only)
 //           | bit=B         bitflip: which bit of the float32 element, 0-31; default 20;
@@ -44,6 +47,7 @@
 //            its middle 64-bit word flipped, for N calls (a bad link into this rank)
 //
 // Examples: kill:rank=2:step=40   kill:rank=1:step=10:phase=allreduce   hang:rank=3:step=5
+//           kill:rank=2:step=5:phase=allreduce:send=6
 //           delay:rank=0:step=7:ms=500   exit:rank=2:step=3   bitflip:rank=1:step=5:target=optim
 //           wireflip:rank=2:step=12:times=4
 // parse_fault_spec() throws ftcc::InvalidArgument quoting the bad spec and this grammar.
@@ -65,6 +69,7 @@ struct FaultSpec {
   std::int64_t step = -1;
   FaultPhase phase = FaultPhase::step;
   int delay_ms = 0;
+  int send = 2;  // collective phases: fire before this send of the phase
   FlipTarget target = FlipTarget::param;  // bitflip only
   int bit = 20;
   int times = 1;

@@ -2,7 +2,7 @@
 
 #include <ATen/core/jit_type.h>
 
-#include "runtime.hpp"
+#include "group_runner.hpp"
 
 namespace ftcc::torch_backend {
 namespace {
@@ -28,16 +28,17 @@ FtccWork::FtccWork(int rank, c10d::OpType type, const char* profiling_title, std
 c10::intrusive_ptr<c10::ivalue::Future> FtccWork::getFuture() { return future_; }
 
 bool FtccWork::wait(std::chrono::milliseconds timeout) {
-  if (runtime_ && !isCompleted()) runtime_->help(task_);
+  if (runner_ && !isCompleted()) runner_->help(task_);
   return c10d::Work::wait(timeout);
 }
 
-void FtccWork::complete(std::exception_ptr error) {
+void FtccWork::complete(std::exception_ptr error, const at::Tensor& value) {
   // The Work first, then its future: whoever the future wakes sees isCompleted() true.
   if (error) {
     finish(error);
     future_->setError(error);
   } else {
+    if (value.defined()) outputs_ = {value};
     finish();
     future_->markCompleted(c10::IValue(outputs_));
   }

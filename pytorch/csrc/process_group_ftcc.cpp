@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <sstream>
@@ -16,15 +17,12 @@ namespace {
 
 using c10d::OpType;
 
-// Divides by the group size after a SUM that stands for AVG (floating types only).
-void finish_avg(bool avg, const at::Tensor& host, int size) {
-  if (avg) host.div_(size);
-}
+std::atomic<std::uint64_t> g_next_task{0};
 
 // A poll for a point-to-point request with the communicator's deadline. Like P2PRequest::wait it
 // also checks for a revoked communicator now and then: a send stuck in its rendezvous stays
 // pending after a revoke (comm/transport.hpp, revoked()).
-Runtime::Poll poll_request(comm::Communicator& c, comm::P2PRequest req, const char* op, int peer) {
+OpTask::Poll poll_request(comm::Communicator& c, comm::P2PRequest req, const char* op, int peer) {
   auto r = std::make_shared<comm::P2PRequest>(std::move(req));
   const double timeout_s = c.timeout_s();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -38,38 +36,117 @@ Runtime::Poll poll_request(comm::Communicator& c, comm::P2PRequest req, const ch
   };
 }
 
+std::int64_t bytes_of(const at::Tensor& t) { return static_cast<std::int64_t>(t.numel() * t.element_size()); }
+
+// A reduction into a new host tensor: PREMUL_SUM's factor first, AVG's division by the number of
+// ranks that took part after (the survivors', when the call ran again after a failure).
+at::Tensor reduce_into_new(comm::Communicator& c, at::Tensor in, comm::ReduceOp op, bool avg, double factor,
+                           comm::DType dt) {
+  if (factor != 1.0) in = in.mul(factor);
+  at::Tensor out = at::empty_like(in);
+  comm::allreduce(c, in.data_ptr(), out.data_ptr(), static_cast<std::size_t>(in.numel()), dt, op);
+  if (avg) out.div_(c.size());
+  return out;
+}
+
+at::Tensor flat_cat(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> flat;
+  for (const auto& t : ts) flat.push_back(host_input(t));
+  return flat.empty() ? at::Tensor() : at::cat(flat);
+}
+
+void write_split(const std::vector<at::Tensor>& outs, const at::Tensor& flat) {
+  std::int64_t at = 0;
+  for (const auto& o : outs) {
+    write_result(o, flat.narrow(0, at, o.numel()));
+    at += o.numel();
+  }
+}
+
 }  // namespace
 
-ProcessGroupFtcc::ProcessGroupFtcc(Runtime& runtime, int generation)
-    : c10d::Backend(runtime.info(generation).rank, runtime.info(generation).size()),
-      rt_(runtime),
-      generation_(generation) {}
+ProcessGroupFtcc::ProcessGroupFtcc(std::shared_ptr<GroupRunner> runner, int generation)
+    : c10d::Backend(runner->rank(), runner->size()), runner_(std::move(runner)), generation_(generation) {
+  runner_->set_on_resize(this, [this](int rank, int size) {
+    rank_ = rank;
+    size_ = size;
+  });
+}
 
-c10::intrusive_ptr<c10d::Backend> ProcessGroupFtcc::create(int rank, int size, double timeout_s) {
+ProcessGroupFtcc::~ProcessGroupFtcc() { runner_->clear_on_resize(this); }
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupFtcc::create(int rank, int size, double timeout_s,
+                                                           const std::string& group_name,
+                                                           const std::vector<std::int64_t>& global_ranks) {
   Runtime& rt = Runtime::start(timeout_s);
-  const int g = rt.generation();
-  const GenerationInfo info = rt.info(g);
-  TORCH_CHECK_VALUE(size == info.size(), "ftcc: a process group of ", size, " ranks was asked for, but the ftcc group has ",
-                    info.size(), " (", g == 0 ? "the MPI job's processes" : "the survivors",
-                    "): ftcc backs the whole job only; sub-groups (dist.new_group of some ranks) are not supported");
-  TORCH_CHECK_VALUE(rank == info.rank, "ftcc: this process was given rank ", rank, " but it is rank ", info.rank,
-                    " of the ftcc group: let the MPI launch number the ranks (tools/ftcc-run sets RANK; do not "
-                    "override it)");
-  return c10::make_intrusive<ProcessGroupFtcc>(rt, g);
+  std::shared_ptr<GroupRunner> world = rt.world();
+  if (global_ranks.empty()) {
+    TORCH_CHECK_VALUE(size == world->size(), "ftcc: a default process group of ", size, " ranks was asked for, but ",
+                      "the job has ", world->size(), " processes: let the MPI launch size the job (tools/ftcc-run -n N "
+                      "sets WORLD_SIZE; do not override it)");
+    TORCH_CHECK_VALUE(rank == world->rank(), "ftcc: this process was given rank ", rank, " but it is rank ",
+                      world->rank(), " of the job: let the MPI launch number the ranks (tools/ftcc-run sets RANK; do "
+                      "not override it)");
+    return c10::make_intrusive<ProcessGroupFtcc>(world, world->generation());
+  }
+  // A sub-group: torch numbers its members by their rank in the default group (as it is now).
+  const std::vector<int> now = world->members();
+  std::vector<int> members;
+  for (std::int64_t g : global_ranks) {
+    TORCH_CHECK_VALUE(g >= 0 && g < static_cast<std::int64_t>(now.size()), "ftcc: new_group: rank ", g,
+                      " is not a rank of the default group of ", now.size());
+    members.push_back(now[static_cast<std::size_t>(g)]);
+  }
+  TORCH_CHECK_VALUE(static_cast<int>(members.size()) == size, "ftcc: new_group: ", members.size(),
+                    " ranks named for a group of ", size);
+  auto runner = rt.create_group(group_name, members);
+  TORCH_CHECK_VALUE(runner->rank() == rank, "ftcc: new_group: this process is rank ", runner->rank(),
+                    " of the group, torch asked for ", rank);
+  return c10::make_intrusive<ProcessGroupFtcc>(runner, runner->generation());
 }
 
 std::vector<std::int64_t> ProcessGroupFtcc::failedRanks() const {
-  auto f = rt_.failure(generation_);
-  return f ? f->failed : std::vector<std::int64_t>{};
+  auto f = runner_->failure(generation_);
+  return f && !f->fatal ? f->failed : std::vector<std::int64_t>{};
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::enqueue(OpType type, const char* name, std::vector<at::Tensor> outputs,
-                                                         Body body) {
+OpTask ProcessGroupFtcc::task(const char* name, OpClass cls, bool fully_dependent, bool size_dependent) const {
+  OpTask t;
+  t.id = ++g_next_task;
+  t.name = name;
+  t.cls = cls;
+  t.fully_dependent = fully_dependent;
+  t.size_dependent = size_dependent;
+  t.generation = generation_;
+  return t;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::enqueue(OpType type, OpTask t, std::vector<at::Tensor> outputs,
+                                                         bool result_is_value) {
   sync_current_streams(outputs);  // (the ops sync their inputs themselves first)
-  auto work = c10::make_intrusive<FtccWork>(getRank(), type, name, std::move(outputs), ++sequence_);
-  const std::uint64_t id = rt_.submit(generation_, name, std::move(body), [work](std::exception_ptr e) { work->complete(e); });
-  work->set_task(&rt_, id);
+  auto work = c10::make_intrusive<FtccWork>(getRank(), type, t.name, std::move(outputs), ++sequence_);
+  const c10::Device device = work->result().empty() ? c10::Device(at::kCPU) : work->result()[0].device();
+  t.done = [work, result_is_value, device](std::exception_ptr e, const at::Tensor& result) {
+    if (!result_is_value || !result.defined()) {
+      work->complete(e, at::Tensor());
+    } else {
+      // The value on the caller's device (DDP's CUDA buckets: the host result copied over).
+      at::Tensor value = result.device() == device ? result : result.to(device);
+      if (!device.is_cpu()) sync_current_streams({value});
+      work->complete(e, value);
+    }
+  };
+  const std::uint64_t id = t.id;
+  runner_->submit(std::move(t));
+  work->set_task(runner_.get(), id);
   return work;
+}
+
+int ProcessGroupFtcc::member_of(int rank, const char* op) const {
+  const auto m = runner_->members();
+  TORCH_CHECK_VALUE(rank >= 0 && rank < static_cast<int>(m.size()), "ftcc: ", op, ": rank ", rank,
+                    " is not a rank of this group of ", m.size());
+  return m[static_cast<std::size_t>(rank)];
 }
 
 void ProcessGroupFtcc::check_root(int root, const char* op) const {
@@ -86,7 +163,7 @@ void ProcessGroupFtcc::check_peer(int peer, int tag, const char* op) const {
 
 c10::intrusive_ptr<c10d::Backend> ProcessGroupFtcc::shrink(const std::vector<int64_t>& ranks_to_exclude, int,
                                                            const c10::intrusive_ptr<Options>&) {
-  auto f = rt_.failure(generation_);
+  auto f = runner_->failure(generation_);
   if (!f) {
     // No failure known here yet: a barrier of this group finds one if a member is gone.
     auto w = barrier(c10d::BarrierOptions{});
@@ -94,33 +171,22 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupFtcc::shrink(const std::vector<int
       w->wait();
     } catch (...) {
     }
-    f = rt_.failure(generation_);
-    TORCH_CHECK_VALUE(f.has_value(), "ftcc: shrink_group(", rank_list(std::vector<std::int64_t>(ranks_to_exclude.begin(), ranks_to_exclude.end())), "): no rank of this group failed (a barrier of all ",
-                      getSize(), " ranks completed); ftcc shrinks a group only by the ranks that failed");
+    f = runner_->failure(generation_);
+    TORCH_CHECK_VALUE(f.has_value(), "ftcc: shrink_group(",
+                      rank_list(std::vector<std::int64_t>(ranks_to_exclude.begin(), ranks_to_exclude.end())),
+                      "): no rank of this group failed that the program must handle (a barrier of all ", getSize(),
+                      " ranks completed; ftcc recovers lost ranks transparently unless a call cannot be completed, "
+                      "see ftcc_torch.recoveries()); ftcc shrinks a group only by the ranks that failed");
   }
   TORCH_CHECK(!f->fatal, "ftcc: shrink_group: the group cannot go on: ", f->message);
   std::vector<std::int64_t> asked(ranks_to_exclude.begin(), ranks_to_exclude.end());
   std::sort(asked.begin(), asked.end());
   TORCH_CHECK_VALUE(asked == f->failed, "ftcc: shrink_group(", rank_list(asked), "): the survivors agreed that ranks ",
                     rank_list(f->failed), " failed; pass exactly those (RankFailure.failed_ranks)");
-  return c10::make_intrusive<ProcessGroupFtcc>(rt_, f->next_generation);
+  return c10::make_intrusive<ProcessGroupFtcc>(runner_, f->next_generation);
 }
 
-// ---- collectives -------------------------------------------------------------------------------
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::broadcast(std::vector<at::Tensor>& tensors,
-                                                           const c10d::BroadcastOptions& opts) {
-  check_single(tensors, "broadcast");
-  check_root(static_cast<int>(opts.rootRank), "broadcast");
-  const int root = static_cast<int>(opts.rootRank);
-  at::Tensor t = tensors[0];
-  return enqueue(OpType::BROADCAST, "ftcc:broadcast", {t}, [t, root](comm::Communicator& c) -> Runtime::Poll {
-    HostBuffer b(t, c.rank() == root);
-    comm::broadcast(c, b.data(), b.count(), dtype_of(t, "broadcast"), root);
-    b.copy_back();
-    return nullptr;
-  });
-}
+// ---- collectives whose result is the same on every rank ----------------------------------------
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
@@ -129,14 +195,35 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allreduce(std::vector<at::Tenso
   const comm::ReduceOp op = reduce_op_of(opts.reduceOp, t, "allreduce");
   const bool avg = is_avg(opts.reduceOp);
   const double factor = premul_factor(opts.reduceOp);
-  return enqueue(OpType::ALLREDUCE, "ftcc:all_reduce", {t}, [t, op, avg, factor](comm::Communicator& c) -> Runtime::Poll {
-    HostBuffer b(t);
-    if (factor != 1.0) b.host.mul_(factor);  // PREMUL_SUM (the input's copy is the output: in place is fine)
-    comm::allreduce(c, comm::kInPlace, b.data(), b.count(), dtype_of(t, "allreduce"), op);
-    finish_avg(avg, b.host, c.size());
-    b.copy_back();
-    return nullptr;
-  });
+  const comm::DType dt = dtype_of(t, "allreduce");
+  OpTask k = task("all_reduce", OpClass::shared_result, true, false);
+  k.result_bytes = bytes_of(t);
+  k.result_dtype = t.scalar_type();
+  k.compute = [t, op, avg, factor, dt](comm::Communicator& c, int) {
+    return reduce_into_new(c, host_input(t), op, avg, factor, dt);
+  };
+  k.commit = [t](const at::Tensor& r) { write_result(t, r); };
+  return enqueue(OpType::ALLREDUCE, std::move(k), {t});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::ddp_mean(const at::Tensor& bucket, std::int64_t step, int bucket_index,
+                                                          bool last) {
+  check_tensor(bucket, "DDP's gradient bucket");
+  TORCH_CHECK_VALUE(at::isFloatingType(bucket.scalar_type()), "ftcc: DDP's gradient bucket of ", bucket.scalar_type());
+  const comm::DType dt = dtype_of(bucket, "allreduce");
+  OpTask k = task("all_reduce (DDP)", OpClass::shared_result, true, false);
+  k.result_bytes = bytes_of(bucket);
+  k.result_dtype = bucket.scalar_type();
+  k.ddp_step = step;
+  k.ddp_bucket = bucket_index;
+  k.ddp_last = last;
+  at::Tensor in = bucket;
+  k.compute = [in, dt](comm::Communicator& c, int) {
+    return reduce_into_new(c, host_input(in), comm::ReduceOp::sum, true, 1.0, dt);
+  };
+  // No commit: DDP reads the result from the future (its bucket stays this rank's own gradient,
+  // which a call run again after a failure needs).
+  return enqueue(OpType::ALLREDUCE, std::move(k), {bucket}, /*result_is_value=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -151,46 +238,37 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allreduce_coalesced(std::vector
   TORCH_CHECK_VALUE(opts.reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM,
                     "ftcc: allreduce_coalesced: PREMUL_SUM is supported by all_reduce and reduce_scatter only");
   const bool avg = is_avg(opts.reduceOp);
+  const comm::DType dt = dtype_of(tensors[0], "allreduce_coalesced");
   std::vector<at::Tensor> ts = tensors;
-  return enqueue(OpType::ALLREDUCE_COALESCED, "ftcc:all_reduce_coalesced", ts,
-                 [ts, op, avg](comm::Communicator& c) -> Runtime::Poll {
-                   // One flat host buffer for all of them: one collective instead of one per tensor.
-                   std::vector<at::Tensor> flat;
-                   for (const auto& t : ts) flat.push_back(t.reshape({-1}).to(at::kCPU));
-                   at::Tensor all = at::cat(flat);
-                   comm::allreduce(c, comm::kInPlace, all.data_ptr(), static_cast<std::size_t>(all.numel()),
-                                   dtype_of(ts[0], "allreduce_coalesced"), op);
-                   finish_avg(avg, all, c.size());
-                   std::int64_t at = 0;
-                   for (const auto& t : ts) {
-                     t.copy_(all.narrow(0, at, t.numel()).view(t.sizes()));
-                     at += t.numel();
-                   }
-                   return nullptr;
-                 });
+  OpTask k = task("all_reduce_coalesced", OpClass::shared_result, true, false);
+  k.result_bytes = 0;
+  for (const auto& t : ts) k.result_bytes += bytes_of(t);
+  k.result_dtype = ts[0].scalar_type();
+  k.compute = [ts, op, avg, dt](comm::Communicator& c, int) {
+    return reduce_into_new(c, flat_cat(ts), op, avg, 1.0, dt);  // one collective for all of them
+  };
+  k.commit = [ts](const at::Tensor& r) { write_split(ts, r); };
+  return enqueue(OpType::ALLREDUCE_COALESCED, std::move(k), ts);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
-  check_single(tensors, "reduce");
-  check_root(static_cast<int>(opts.rootRank), "reduce");
+c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::broadcast(std::vector<at::Tensor>& tensors,
+                                                           const c10d::BroadcastOptions& opts) {
+  check_single(tensors, "broadcast");
+  check_root(static_cast<int>(opts.rootRank), "broadcast");
   at::Tensor t = tensors[0];
-  const comm::ReduceOp op = reduce_op_of(opts.reduceOp, t, "reduce");
-  TORCH_CHECK_VALUE(opts.reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM,
-                    "ftcc: reduce: PREMUL_SUM is supported by all_reduce and reduce_scatter only");
-  const bool avg = is_avg(opts.reduceOp);
-  const int root = static_cast<int>(opts.rootRank);
-  return enqueue(OpType::REDUCE, "ftcc:reduce", {t}, [t, op, avg, root](comm::Communicator& c) -> Runtime::Poll {
-    HostBuffer b(t);
-    const comm::DType dt = dtype_of(t, "reduce");
-    if (c.rank() == root) {
-      comm::reduce(c, comm::kInPlace, b.data(), b.count(), dt, op, root);
-      finish_avg(avg, b.host, c.size());
-      b.copy_back();
-    } else {
-      comm::reduce(c, b.data(), nullptr, b.count(), dt, op, root);
-    }
-    return nullptr;
-  });
+  const comm::DType dt = dtype_of(t, "broadcast");
+  OpTask k = task("broadcast", OpClass::shared_result, false, false);
+  k.root_member = member_of(static_cast<int>(opts.rootRank), "broadcast");
+  k.result_bytes = bytes_of(t);
+  k.result_dtype = t.scalar_type();
+  k.compute = [t, dt](comm::Communicator& c, int root) {
+    // The root's result is a copy of its data as sent (the caller may change t once it returns).
+    at::Tensor out = c.rank() == root ? host_input(t).clone() : host_empty(t, t.numel());
+    comm::broadcast(c, out.data_ptr(), static_cast<std::size_t>(out.numel()), dt, root);
+    return out;
+  };
+  k.commit = [t](const at::Tensor& r) { write_result(t, r); };
+  return enqueue(OpType::BROADCAST, std::move(k), {t});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -203,13 +281,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allgather(std::vector<std::vect
   check_same(outputs[0], in, "allgather", "output");
   std::vector<at::Tensor> outs = outputs[0];
   sync_current_streams({in});
-  return enqueue(OpType::ALLGATHER, "ftcc:all_gather", outs, [in, outs](comm::Communicator& c) -> Runtime::Poll {
-    HostBuffer b(in);
-    at::Tensor all = at::empty({c.size() * in.numel()}, in.options().device(at::kCPU));
-    comm::allgather(c, b.data(), all.data_ptr(), b.count(), dtype_of(in, "allgather"));
-    for (int r = 0; r < c.size(); ++r) outs[r].copy_(all.narrow(0, r * in.numel(), in.numel()).view(outs[r].sizes()));
-    return nullptr;
-  });
+  const comm::DType dt = dtype_of(in, "allgather");
+  OpTask k = task("all_gather", OpClass::shared_result, true, true);
+  k.result_bytes = bytes_of(in) * getSize();
+  k.result_dtype = in.scalar_type();
+  k.compute = [in, dt](comm::Communicator& c, int) {
+    at::Tensor i = host_input(in);
+    at::Tensor all = host_empty(in, c.size() * in.numel());
+    comm::allgather(c, i.data_ptr(), all.data_ptr(), static_cast<std::size_t>(i.numel()), dt);
+    return all;
+  };
+  k.commit = [outs](const at::Tensor& r) { write_split(outs, r); };
+  return enqueue(OpType::ALLGATHER, std::move(k), outs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -222,13 +305,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::_allgather_base(at::Tensor& out
                     output.numel(), " elements; expected ", getSize(), " x ", input.numel());
   at::Tensor in = input, out = output;
   sync_current_streams({in});
-  return enqueue(OpType::_ALLGATHER_BASE, "ftcc:all_gather_into_tensor", {out},
-                 [in, out](comm::Communicator& c) -> Runtime::Poll {
-                   HostBuffer i(in), o(out, false);
-                   comm::allgather(c, i.data(), o.data(), i.count(), dtype_of(in, "all_gather_into_tensor"));
-                   o.copy_back();
-                   return nullptr;
-                 });
+  const comm::DType dt = dtype_of(in, "all_gather_into_tensor");
+  OpTask k = task("all_gather_into_tensor", OpClass::shared_result, true, true);
+  k.result_bytes = bytes_of(out);
+  k.result_dtype = out.scalar_type();
+  k.compute = [in, dt](comm::Communicator& c, int) {
+    at::Tensor i = host_input(in);
+    at::Tensor all = host_empty(in, c.size() * in.numel());
+    comm::allgather(c, i.data_ptr(), all.data_ptr(), static_cast<std::size_t>(i.numel()), dt);
+    return all;
+  };
+  k.commit = [out](const at::Tensor& r) { write_result(out, r); };
+  return enqueue(OpType::_ALLGATHER_BASE, std::move(k), {out});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
@@ -237,12 +325,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allgather_coalesced(std::vector
   // torch's layout (as gloo's): outputs[r][k] receives rank r's inputs[k].
   TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == getSize(), "ftcc: allgather_coalesced: ", outputs.size(),
                     " output lists; expected one per rank (", getSize(), ")");
+  TORCH_CHECK_VALUE(!inputs.empty(), "ftcc: allgather_coalesced: no inputs");
   std::vector<at::Tensor> all_outs;
   for (int r = 0; r < getSize(); ++r) {
     TORCH_CHECK_VALUE(outputs[r].size() == inputs.size(), "ftcc: allgather_coalesced: output list ", r, " has ",
                       outputs[r].size(), " tensors; expected one per input (", inputs.size(), ")");
     for (std::size_t k = 0; k < inputs.size(); ++k) {
       check_tensor(inputs[k], "allgather_coalesced");
+      TORCH_CHECK_VALUE(inputs[k].scalar_type() == inputs[0].scalar_type(),
+                        "ftcc: allgather_coalesced: inputs of one dtype per call");
       check_same({outputs[r][k]}, inputs[k], "allgather_coalesced", "output");
     }
     all_outs.insert(all_outs.end(), outputs[r].begin(), outputs[r].end());
@@ -250,24 +341,34 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allgather_coalesced(std::vector
   auto outs = outputs;
   auto ins = inputs;
   sync_current_streams(ins);
-  return enqueue(OpType::ALLGATHER_COALESCED, "ftcc:all_gather_coalesced", all_outs,
-                 [ins, outs](comm::Communicator& c) -> Runtime::Poll {
-                   for (std::size_t k = 0; k < ins.size(); ++k) {
-                     HostBuffer b(ins[k]);
-                     at::Tensor all = at::empty({c.size() * ins[k].numel()}, ins[k].options().device(at::kCPU));
-                     comm::allgather(c, b.data(), all.data_ptr(), b.count(), dtype_of(ins[k], "allgather_coalesced"));
-                     for (int r = 0; r < c.size(); ++r)
-                       outs[r][k].copy_(all.narrow(0, r * ins[k].numel(), ins[k].numel()).view(outs[r][k].sizes()));
-                   }
-                   return nullptr;
-                 });
+  const comm::DType dt = dtype_of(ins[0], "allgather_coalesced");
+  OpTask k = task("all_gather_coalesced", OpClass::shared_result, true, true);
+  k.result_bytes = 0;
+  for (const auto& t : all_outs) k.result_bytes += bytes_of(t);
+  k.result_dtype = ins[0].scalar_type();
+  // One allgather of every input concatenated: rank r's block is its inputs in order.
+  k.compute = [ins, dt](comm::Communicator& c, int) {
+    at::Tensor mine = flat_cat(ins);
+    at::Tensor all = host_empty(ins[0], c.size() * mine.numel());
+    comm::allgather(c, mine.data_ptr(), all.data_ptr(), static_cast<std::size_t>(mine.numel()), dt);
+    return all;
+  };
+  k.commit = [outs](const at::Tensor& r) {
+    std::int64_t at = 0;
+    for (const auto& row : outs)
+      for (const auto& o : row) {
+        write_result(o, r.narrow(0, at, o.numel()));
+        at += o.numel();
+      }
+  };
+  return enqueue(OpType::ALLGATHER_COALESCED, std::move(k), all_outs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                                  std::vector<at::Tensor>& inputs,
                                                                                  const c10d::AllgatherOptions&) {
-  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "ftcc: allgather_into_tensor_coalesced: ", inputs.size(),
-                    " inputs but ", outputs.size(), " outputs");
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !inputs.empty(), "ftcc: allgather_into_tensor_coalesced: ",
+                    inputs.size(), " inputs but ", outputs.size(), " outputs");
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     check_tensor(inputs[k], "allgather_into_tensor_coalesced");
     check_tensor(outputs[k], "allgather_into_tensor_coalesced");
@@ -279,15 +380,71 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allgather_into_tensor_coalesced
   auto outs = outputs;
   auto ins = inputs;
   sync_current_streams(ins);
-  return enqueue(OpType::COALESCED, "ftcc:all_gather_into_tensor_coalesced", outs,
-                 [ins, outs](comm::Communicator& c) -> Runtime::Poll {
-                   for (std::size_t k = 0; k < ins.size(); ++k) {
-                     HostBuffer i(ins[k]), o(outs[k], false);
-                     comm::allgather(c, i.data(), o.data(), i.count(), dtype_of(ins[k], "allgather"));
-                     o.copy_back();
-                   }
-                   return nullptr;
-                 });
+  OpTask k = task("all_gather_into_tensor_coalesced", OpClass::shared_result, true, true);
+  k.result_bytes = 0;
+  for (const auto& t : outs) k.result_bytes += bytes_of(t);
+  k.result_dtype = at::kByte;
+  // Each input gathered on its own (they may differ in dtype); the result is their bytes in order.
+  k.compute = [ins](comm::Communicator& c, int) {
+    std::vector<at::Tensor> parts;
+    for (const auto& in : ins) {
+      at::Tensor i = host_input(in);
+      at::Tensor all = host_empty(in, c.size() * in.numel());
+      comm::allgather(c, i.data_ptr(), all.data_ptr(), static_cast<std::size_t>(i.numel()), dtype_of(in, "allgather"));
+      parts.push_back(all.view(at::kByte));
+    }
+    return at::cat(parts);
+  };
+  k.commit = [outs](const at::Tensor& r) {
+    std::int64_t at = 0;
+    for (const auto& o : outs) {
+      write_result(o, r.narrow(0, at, bytes_of(o)).view(o.scalar_type()));
+      at += bytes_of(o);
+    }
+  };
+  return enqueue(OpType::COALESCED, std::move(k), outs);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::barrier(const c10d::BarrierOptions&) {
+  OpTask k = task("barrier", OpClass::shared_result, true, false);
+  k.result_bytes = 0;
+  k.compute = [](comm::Communicator& c, int) {
+    comm::barrier(c);
+    return at::Tensor();
+  };
+  return enqueue(OpType::BARRIER, std::move(k), {});
+}
+
+// ---- collectives whose result differs per rank --------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  check_single(tensors, "reduce");
+  check_root(static_cast<int>(opts.rootRank), "reduce");
+  at::Tensor t = tensors[0];
+  const comm::ReduceOp op = reduce_op_of(opts.reduceOp, t, "reduce");
+  TORCH_CHECK_VALUE(opts.reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM,
+                    "ftcc: reduce: PREMUL_SUM is supported by all_reduce and reduce_scatter only");
+  const bool avg = is_avg(opts.reduceOp);
+  const comm::DType dt = dtype_of(t, "reduce");
+  OpTask k = task("reduce", OpClass::rank_result, false, false);
+  k.root_member = member_of(static_cast<int>(opts.rootRank), "reduce");
+  k.result_bytes = -1;
+  k.result_dtype = t.scalar_type();
+  k.compute = [t, op, avg, dt](comm::Communicator& c, int root) {
+    at::Tensor in = host_input(t);
+    if (c.rank() != root) {
+      comm::reduce(c, in.data_ptr(), nullptr, static_cast<std::size_t>(in.numel()), dt, op, root);
+      return at::Tensor();
+    }
+    at::Tensor out = at::empty_like(in);
+    comm::reduce(c, in.data_ptr(), out.data_ptr(), static_cast<std::size_t>(in.numel()), dt, op, root);
+    if (avg) out.div_(c.size());
+    return out;
+  };
+  k.commit = [t](const at::Tensor& r) {
+    if (r.defined()) write_result(t, r);
+  };
+  return enqueue(OpType::REDUCE, std::move(k), {t});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -307,17 +464,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::gather(std::vector<std::vector<
                       ") takes output tensors");
   }
   sync_current_streams({in});
-  return enqueue(OpType::GATHER, "ftcc:gather", outs, [in, outs, root](comm::Communicator& c) -> Runtime::Poll {
-    HostBuffer b(in);
-    if (c.rank() != root) {
-      comm::gather(c, b.data(), nullptr, b.count(), dtype_of(in, "gather"), root);
-      return nullptr;
+  const comm::DType dt = dtype_of(in, "gather");
+  OpTask k = task("gather", OpClass::rank_result, false, true);
+  k.root_member = member_of(root, "gather");
+  k.result_dtype = in.scalar_type();
+  k.compute = [in, dt](comm::Communicator& c, int r) {
+    at::Tensor i = host_input(in);
+    if (c.rank() != r) {
+      comm::gather(c, i.data_ptr(), nullptr, static_cast<std::size_t>(i.numel()), dt, r);
+      return at::Tensor();
     }
-    at::Tensor all = at::empty({c.size() * in.numel()}, in.options().device(at::kCPU));
-    comm::gather(c, b.data(), all.data_ptr(), b.count(), dtype_of(in, "gather"), root);
-    for (int r = 0; r < c.size(); ++r) outs[r].copy_(all.narrow(0, r * in.numel(), in.numel()).view(outs[r].sizes()));
-    return nullptr;
-  });
+    at::Tensor all = host_empty(in, c.size() * in.numel());
+    comm::gather(c, i.data_ptr(), all.data_ptr(), static_cast<std::size_t>(i.numel()), dt, r);
+    return all;
+  };
+  k.commit = [outs](const at::Tensor& r) {
+    if (r.defined()) write_split(outs, r);
+  };
+  return enqueue(OpType::GATHER, std::move(k), outs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::gather_into_tensor(at::Tensor& output, at::Tensor& input,
@@ -332,19 +496,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::gather_into_tensor(at::Tensor& 
   }
   at::Tensor in = input, out = output;
   sync_current_streams({in});
+  const comm::DType dt = dtype_of(in, "gather_into_tensor");
   std::vector<at::Tensor> outs;
   if (getRank() == root) outs.push_back(out);
-  return enqueue(OpType::GATHER, "ftcc:gather_into_tensor", outs, [in, out, root](comm::Communicator& c) -> Runtime::Poll {
-    HostBuffer i(in);
-    if (c.rank() != root) {
-      comm::gather(c, i.data(), nullptr, i.count(), dtype_of(in, "gather_into_tensor"), root);
-      return nullptr;
+  OpTask k = task("gather_into_tensor", OpClass::rank_result, false, true);
+  k.root_member = member_of(root, "gather_into_tensor");
+  k.result_dtype = in.scalar_type();
+  k.compute = [in, dt](comm::Communicator& c, int r) {
+    at::Tensor i = host_input(in);
+    if (c.rank() != r) {
+      comm::gather(c, i.data_ptr(), nullptr, static_cast<std::size_t>(i.numel()), dt, r);
+      return at::Tensor();
     }
-    HostBuffer o(out, false);
-    comm::gather(c, i.data(), o.data(), i.count(), dtype_of(in, "gather_into_tensor"), root);
-    o.copy_back();
-    return nullptr;
-  });
+    at::Tensor all = host_empty(in, c.size() * in.numel());
+    comm::gather(c, i.data_ptr(), all.data_ptr(), static_cast<std::size_t>(i.numel()), dt, r);
+    return all;
+  };
+  k.commit = [out](const at::Tensor& r) {
+    if (r.defined()) write_result(out, r);
+  };
+  return enqueue(OpType::GATHER, std::move(k), outs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::scatter(std::vector<at::Tensor>& outputs,
@@ -365,18 +536,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::scatter(std::vector<at::Tensor>
                       ") takes input tensors");
   }
   sync_current_streams(ins);
-  return enqueue(OpType::SCATTER, "ftcc:scatter", {out}, [ins, out, root](comm::Communicator& c) -> Runtime::Poll {
-    HostBuffer o(out, false);
-    at::Tensor all;
-    if (c.rank() == root) {
-      std::vector<at::Tensor> flat;
-      for (const auto& t : ins) flat.push_back(t.reshape({-1}).to(at::kCPU));
-      all = at::cat(flat);
-    }
-    comm::scatter(c, all.defined() ? all.data_ptr() : nullptr, o.data(), o.count(), dtype_of(out, "scatter"), root);
-    o.copy_back();
-    return nullptr;
-  });
+  const comm::DType dt = dtype_of(out, "scatter");
+  OpTask k = task("scatter", OpClass::rank_result, false, true);
+  k.root_member = member_of(root, "scatter");
+  k.result_dtype = out.scalar_type();
+  k.compute = [ins, out, dt](comm::Communicator& c, int r) {
+    at::Tensor all = c.rank() == r ? flat_cat(ins) : at::Tensor();
+    at::Tensor mine = host_empty(out, out.numel());
+    comm::scatter(c, all.defined() ? all.data_ptr() : nullptr, mine.data_ptr(), static_cast<std::size_t>(out.numel()), dt,
+                  r);
+    return mine;
+  };
+  k.commit = [out](const at::Tensor& r) { write_result(out, r); };
+  return enqueue(OpType::SCATTER, std::move(k), {out});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -389,20 +561,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::reduce_scatter(std::vector<at::
   check_same(inputs[0], out, "reduce_scatter", "input");
   const comm::ReduceOp op = reduce_op_of(opts.reduceOp, out, "reduce_scatter");
   const bool avg = is_avg(opts.reduceOp);
+  const double factor = premul_factor(opts.reduceOp);
+  const comm::DType dt = dtype_of(out, "reduce_scatter");
   std::vector<at::Tensor> ins = inputs[0];
   sync_current_streams(ins);
-  return enqueue(OpType::REDUCE_SCATTER, "ftcc:reduce_scatter", {out},
-                 [ins, out, op, avg, factor = premul_factor(opts.reduceOp)](comm::Communicator& c) -> Runtime::Poll {
-                   std::vector<at::Tensor> flat;
-                   for (const auto& t : ins) flat.push_back(t.reshape({-1}).to(at::kCPU));
-                   at::Tensor all = at::cat(flat);
-                   if (factor != 1.0) all.mul_(factor);
-                   HostBuffer o(out, false);
-                   comm::reduce_scatter(c, all.data_ptr(), o.data(), o.count(), dtype_of(out, "reduce_scatter"), op);
-                   finish_avg(avg, o.host, c.size());
-                   o.copy_back();
-                   return nullptr;
-                 });
+  OpTask k = task("reduce_scatter", OpClass::rank_result, true, true);
+  k.result_dtype = out.scalar_type();
+  k.compute = [ins, out, op, avg, factor, dt](comm::Communicator& c, int) {
+    at::Tensor all = flat_cat(ins);
+    if (factor != 1.0) all = all.mul(factor);
+    at::Tensor mine = host_empty(out, out.numel());
+    comm::reduce_scatter(c, all.data_ptr(), mine.data_ptr(), static_cast<std::size_t>(out.numel()), dt, op);
+    if (avg) mine.div_(c.size());
+    return mine;
+  };
+  k.commit = [out](const at::Tensor& r) { write_result(out, r); };
+  return enqueue(OpType::REDUCE_SCATTER, std::move(k), {out});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -415,17 +589,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::_reduce_scatter_base(at::Tensor
                     input.numel(), " elements; expected ", getSize(), " x ", output.numel());
   const comm::ReduceOp op = reduce_op_of(opts.reduceOp, output, "reduce_scatter_tensor");
   const bool avg = is_avg(opts.reduceOp);
+  const double factor = premul_factor(opts.reduceOp);
+  const comm::DType dt = dtype_of(output, "reduce_scatter_tensor");
   at::Tensor in = input, out = output;
   sync_current_streams({in});
-  return enqueue(OpType::_REDUCE_SCATTER_BASE, "ftcc:reduce_scatter_tensor", {out},
-                 [in, out, op, avg, factor = premul_factor(opts.reduceOp)](comm::Communicator& c) -> Runtime::Poll {
-                   HostBuffer i(in), o(out, false);
-                   at::Tensor src = factor != 1.0 ? i.host.mul(factor) : i.host;  // the caller's input stays as it was
-                   comm::reduce_scatter(c, src.data_ptr(), o.data(), o.count(), dtype_of(out, "reduce_scatter_tensor"), op);
-                   finish_avg(avg, o.host, c.size());
-                   o.copy_back();
-                   return nullptr;
-                 });
+  OpTask k = task("reduce_scatter_tensor", OpClass::rank_result, true, true);
+  k.result_dtype = out.scalar_type();
+  k.compute = [in, out, op, avg, factor, dt](comm::Communicator& c, int) {
+    at::Tensor all = host_input(in);
+    if (factor != 1.0) all = all.mul(factor);  // the caller's input stays as it was
+    at::Tensor mine = host_empty(out, out.numel());
+    comm::reduce_scatter(c, all.data_ptr(), mine.data_ptr(), static_cast<std::size_t>(out.numel()), dt, op);
+    if (avg) mine.div_(c.size());
+    return mine;
+  };
+  k.commit = [out](const at::Tensor& r) { write_result(out, r); };
+  return enqueue(OpType::_REDUCE_SCATTER_BASE, std::move(k), {out});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -443,20 +622,33 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::reduce_scatter_tensor_coalesced
   }
   const comm::ReduceOp op = reduce_op_of(opts.reduceOp, outputs[0], "reduce_scatter_tensor_coalesced");
   const bool avg = is_avg(opts.reduceOp);
+  const double factor = premul_factor(opts.reduceOp);
   auto outs = outputs;
   auto ins = inputs;
   sync_current_streams(ins);
-  return enqueue(OpType::COALESCED, "ftcc:reduce_scatter_tensor_coalesced", outs,
-                 [ins, outs, op, avg, factor = premul_factor(opts.reduceOp)](comm::Communicator& c) -> Runtime::Poll {
-                   for (std::size_t k = 0; k < ins.size(); ++k) {
-                     HostBuffer i(ins[k]), o(outs[k], false);
-                     at::Tensor src = factor != 1.0 ? i.host.mul(factor) : i.host;
-                     comm::reduce_scatter(c, src.data_ptr(), o.data(), o.count(), dtype_of(outs[k], "reduce_scatter"), op);
-                     finish_avg(avg, o.host, c.size());
-                     o.copy_back();
-                   }
-                   return nullptr;
-                 });
+  OpTask k = task("reduce_scatter_tensor_coalesced", OpClass::rank_result, true, true);
+  k.result_dtype = at::kByte;
+  k.compute = [ins, outs, op, avg, factor](comm::Communicator& c, int) {
+    std::vector<at::Tensor> parts;
+    for (std::size_t j = 0; j < ins.size(); ++j) {
+      at::Tensor all = host_input(ins[j]);
+      if (factor != 1.0) all = all.mul(factor);
+      at::Tensor mine = host_empty(outs[j], outs[j].numel());
+      comm::reduce_scatter(c, all.data_ptr(), mine.data_ptr(), static_cast<std::size_t>(outs[j].numel()),
+                           dtype_of(outs[j], "reduce_scatter"), op);
+      if (avg) mine.div_(c.size());
+      parts.push_back(mine.view(at::kByte));
+    }
+    return at::cat(parts);
+  };
+  k.commit = [outs](const at::Tensor& r) {
+    std::int64_t at = 0;
+    for (const auto& o : outs) {
+      write_result(o, r.narrow(0, at, bytes_of(o)).view(o.scalar_type()));
+      at += bytes_of(o);
+    }
+  };
+  return enqueue(OpType::COALESCED, std::move(k), outs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -497,14 +689,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::alltoall_base(at::Tensor& outpu
   auto [rc, rd] = counts(output, output_splits, "output");
   at::Tensor in = input, out = output;
   sync_current_streams({in});
-  return enqueue(OpType::ALLTOALL_BASE, "ftcc:all_to_all_single", {out},
-                 [in, out, sc = sc, sd = sd, rc = rc, rd = rd](comm::Communicator& c) -> Runtime::Poll {
-                   HostBuffer i(in), o(out, false);
-                   comm::alltoallv(c, i.data(), sc.data(), sd.data(), o.data(), rc.data(), rd.data(),
-                                   dtype_of(in, "all_to_all_single"));
-                   o.copy_back();
-                   return nullptr;
-                 });
+  const comm::DType dt = dtype_of(in, "all_to_all_single");
+  OpTask k = task("all_to_all_single", OpClass::rank_result, true, true);
+  k.result_dtype = out.scalar_type();
+  k.compute = [in, out, dt, sc = sc, sd = sd, rc = rc, rd = rd](comm::Communicator& c, int) {
+    at::Tensor i = host_input(in);
+    at::Tensor o = host_empty(out, out.numel());
+    comm::alltoallv(c, i.data_ptr(), sc.data(), sd.data(), o.data_ptr(), rc.data(), rd.data(), dt);
+    return o;
+  };
+  k.commit = [out](const at::Tensor& r) { write_result(out, r); };
+  return enqueue(OpType::ALLTOALL_BASE, std::move(k), {out});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::alltoall(std::vector<at::Tensor>& outputs,
@@ -524,30 +719,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::alltoall(std::vector<at::Tensor
   auto ins = inputs;
   auto outs = outputs;
   sync_current_streams(ins);
-  return enqueue(OpType::ALLTOALL, "ftcc:all_to_all", outs, [ins, outs, n](comm::Communicator& c) -> Runtime::Poll {
-    std::vector<at::Tensor> flat;
+  const comm::DType dt = dtype_of(ins[0], "all_to_all");
+  OpTask k = task("all_to_all", OpClass::rank_result, true, true);
+  k.result_dtype = ins[0].scalar_type();
+  k.compute = [ins, outs, n, dt](comm::Communicator& c, int) {
     std::vector<std::size_t> sc(n), sd(n), rc(n), rd(n);
     std::size_t s = 0, r = 0;
     for (int p = 0; p < n; ++p) {
-      flat.push_back(ins[p].reshape({-1}).to(at::kCPU));
       sc[p] = static_cast<std::size_t>(ins[p].numel()), sd[p] = s, s += sc[p];
       rc[p] = static_cast<std::size_t>(outs[p].numel()), rd[p] = r, r += rc[p];
     }
-    at::Tensor send = at::cat(flat);
-    at::Tensor recv = at::empty({static_cast<std::int64_t>(r)}, send.options());
-    comm::alltoallv(c, send.data_ptr(), sc.data(), sd.data(), recv.data_ptr(), rc.data(), rd.data(),
-                    dtype_of(ins[0], "all_to_all"));
-    for (int p = 0; p < n; ++p)
-      outs[p].copy_(recv.narrow(0, static_cast<std::int64_t>(rd[p]), static_cast<std::int64_t>(rc[p])).view(outs[p].sizes()));
-    return nullptr;
-  });
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::barrier(const c10d::BarrierOptions&) {
-  return enqueue(OpType::BARRIER, "ftcc:barrier", {}, [](comm::Communicator& c) -> Runtime::Poll {
-    comm::barrier(c);
-    return nullptr;
-  });
+    at::Tensor send = flat_cat(ins);
+    at::Tensor recv = host_empty(ins[0], static_cast<std::int64_t>(r));
+    comm::alltoallv(c, send.data_ptr(), sc.data(), sd.data(), recv.data_ptr(), rc.data(), rd.data(), dt);
+    return recv;
+  };
+  k.commit = [outs](const at::Tensor& r) { write_split(outs, r); };
+  return enqueue(OpType::ALLTOALL, std::move(k), outs);
 }
 
 // ---- point-to-point ----------------------------------------------------------------------------
@@ -556,28 +744,36 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::send(std::vector<at::Tensor>& t
   check_single(tensors, "send");
   check_peer(dst, tag, "send");
   at::Tensor t = tensors[0];
-  return enqueue(OpType::SEND, "ftcc:send", {t}, [t, dst, tag](comm::Communicator& c) -> Runtime::Poll {
-    auto b = std::make_shared<HostBuffer>(t);
-    auto req = c.isend(b->data(), b->count(), dtype_of(t, "send"), dst, tag);
-    auto poll = poll_request(c, std::move(req), "send", dst);
+  const comm::DType dt = dtype_of(t, "send");
+  OpTask k = task("send", OpClass::p2p, false, false);
+  k.peer_member = member_of(dst, "send");
+  k.start = [t, tag, dt](comm::Communicator& c, int peer) -> OpTask::Poll {
+    auto b = std::make_shared<at::Tensor>(host_input(t));
+    auto req = c.isend(b->data_ptr(), static_cast<std::size_t>(b->numel()), dt, peer, tag);
+    auto poll = poll_request(c, std::move(req), "send", peer);
     return [b, poll] { return poll(); };  // b keeps the staged copy alive until the send completes
-  });
+  };
+  return enqueue(OpType::SEND, std::move(k), {t});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   check_single(tensors, "recv");
   check_peer(src, tag, "recv");
   at::Tensor t = tensors[0];
-  return enqueue(OpType::RECV, "ftcc:recv", {t}, [t, src, tag](comm::Communicator& c) -> Runtime::Poll {
+  const comm::DType dt = dtype_of(t, "recv");
+  OpTask k = task("recv", OpClass::p2p, false, false);
+  k.peer_member = member_of(src, "recv");
+  k.start = [t, tag, dt](comm::Communicator& c, int peer) -> OpTask::Poll {
     auto b = std::make_shared<HostBuffer>(t, false);
-    auto req = c.irecv(b->data(), b->count(), dtype_of(t, "recv"), src, tag);
-    auto poll = poll_request(c, std::move(req), "recv", src);
+    auto req = c.irecv(b->data(), b->count(), dt, peer, tag);
+    auto poll = poll_request(c, std::move(req), "recv", peer);
     return [b, poll] {
       if (!poll()) return false;
       b->copy_back();
       return true;
     };
-  });
+  };
+  return enqueue(OpType::RECV, std::move(k), {t});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::recvAnysource(std::vector<at::Tensor>&, int) {

@@ -1,24 +1,30 @@
 // pytorch/csrc/process_group_ftcc.hpp: the c10d backend "ftcc".
 //
 // Every operation is checked on the caller's thread (one clear error for bad use: a dtype, an op,
-// a shape), then queued on the process's runtime (runtime.hpp) and returned as an FtccWork; the
-// worker runs it with ftcc's own collectives (comm/collectives.hpp) on this backend's generation
-// of the group. Tensors that are not contiguous host memory go through host staging.
+// a shape), then queued on its group's runner (group_runner.hpp) and returned as an FtccWork; the
+// runner runs it with ftcc's own collectives (comm/collectives.hpp). Tensors that are not
+// contiguous host memory go through host staging.
 //
-// Failures: when a member dies, every survivor's pending and later operations on this backend
-// raise ftcc_torch.RankFailure with the same failed_ranks (agreed through ULFM, not guessed).
+// Groups: the default group (init_process_group), and any group of some of its ranks (new_group,
+// split_group, a DeviceMesh's dimensions): each has its own communicator and runner, and ranks
+// outside a group never wait for it.
+//
+// Failures (group_runner.hpp): transparent by default: the calls in flight end with one result on
+// every survivor, the group's rank and size become the survivors' (dist.get_rank() and
+// get_world_size() say so), and the program goes on. Where that cannot be exact, every survivor's
+// calls of the old generation raise ftcc_torch.RankFailure with the same failed_ranks, and
 // shrink(failed_ranks) returns the backend of the survivors (the next generation); a shrink by
 // other ranks than the agreed ones, or when no rank failed, is refused with one line.
-// Groups: the whole job only (init_process_group, or new_group of every rank); a sub-group is
-// refused at creation.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "group_runner.hpp"
 #include "runtime.hpp"
 
 namespace ftcc::torch_backend {
@@ -27,14 +33,18 @@ class FtccWork;
 
 class ProcessGroupFtcc : public c10d::Backend {
  public:
-  ProcessGroupFtcc(Runtime& runtime, int generation);
+  ProcessGroupFtcc(std::shared_ptr<GroupRunner> runner, int generation);
+  ~ProcessGroupFtcc() override;
 
-  // The creator torch calls through Backend.register_backend (rank and size as torch sees them).
-  static c10::intrusive_ptr<c10d::Backend> create(int rank, int size, double timeout_s);
+  // The creator torch calls (through Backend.register_backend with extended_api): the default
+  // group when global_ranks is empty, else the group of those ranks (torch calls it on members).
+  static c10::intrusive_ptr<c10d::Backend> create(int rank, int size, double timeout_s, const std::string& group_name,
+                                                  const std::vector<std::int64_t>& global_ranks);
 
   const std::string getBackendName() const override { return "ftcc"; }
   int generation() const { return generation_; }
-  // The agreed failed ranks of this backend's group, empty while none failed.
+  GroupRunner& runner() { return *runner_; }
+  // The agreed failed ranks of this backend's generation, empty while none failed.
   std::vector<std::int64_t> failedRanks() const;
 
   bool supportsShrinking() const override { return true; }
@@ -42,6 +52,10 @@ class ProcessGroupFtcc : public c10d::Backend {
                                            const c10::intrusive_ptr<Options>& opts_override = nullptr) override;
   std::uint64_t getSequenceNumberForGroup() override { return sequence_.load(); }
   void setSequenceNumberForGroup() override {}
+
+  // DDP's gradient bucket through ftcc's hook (ddp_mean_hook.hpp): the mean over the ranks that
+  // take part (the survivors', once a rank is lost), as a new tensor in the future's value.
+  c10::intrusive_ptr<c10d::Work> ddp_mean(const at::Tensor& bucket, std::int64_t step, int bucket_index, bool last);
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
@@ -111,12 +125,15 @@ class ProcessGroupFtcc : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
  private:
-  using Body = std::function<Runtime::Poll(comm::Communicator&)>;
-  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* name, std::vector<at::Tensor> outputs, Body body);
+  // A collective as the runner runs it (op_task.hpp); `outputs` are the Work's result tensors.
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, OpTask t, std::vector<at::Tensor> outputs,
+                                         bool result_is_value = false);
+  OpTask task(const char* name, OpClass cls, bool fully_dependent, bool size_dependent) const;
+  int member_of(int rank, const char* op) const;  // original rank of this group's rank
   void check_root(int root, const char* op) const;
   void check_peer(int peer, int tag, const char* op) const;
 
-  Runtime& rt_;
+  std::shared_ptr<GroupRunner> runner_;
   int generation_;
   std::atomic<std::uint64_t> sequence_{0};
 };

@@ -10,7 +10,7 @@
 
 #include <exception>
 
-#include "runtime.hpp"
+#include "group_failure.hpp"
 
 namespace ftcc::torch_backend {
 

@@ -6,11 +6,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <set>
 #include <sstream>
 
 #include "ftcc/base/env_number.hpp"
 #include "ftcc/base/error.hpp"
+#include "ftcc/comm/communicator.hpp"
 #include "ftcc/comm/errors.hpp"
+#include "ftcc/comm/mpi_check.hpp"
 #include "ftcc/comm/ulfm.hpp"
 #include "ftcc/recovery/fault_spec.hpp"
 #include "ftcc/recovery/generation_fence.hpp"
@@ -22,9 +25,10 @@ namespace ftcc::torch_backend {
 namespace {
 
 std::mutex g_start_mu;
-// Never destroyed: the worker may be inside MPI when the process exits (the exit guard of
-// recovery/ turns an exit without MPI_Finalize into a process failure the others recover from).
+// Never destroyed: a thread may be inside MPI when the process exits (the exit guard of recovery/
+// turns an exit without MPI_Finalize into a process failure the others recover from).
 Runtime* g_runtime = nullptr;
+thread_local bool t_on_sentinel = false;
 
 // FTCC_HANG_TIMEOUT_S: seconds of heartbeat silence before a rank is fenced; "0" turns the
 // heartbeat off. Default 30 s (recovery::GroupOptions).
@@ -52,9 +56,11 @@ std::vector<recovery::FaultSpec> faults_from_env() {
   return recovery::parse_fault_specs(specs);
 }
 
-void say(const std::string& line) {
-  std::fprintf(stderr, "ftcc: %s\n", line.c_str());
-  std::fflush(stderr);
+// A tag for MPI_Comm_create_group that every member derives from the group's name.
+int create_tag(const std::string& name) {
+  std::uint32_t h = 2166136261u;
+  for (unsigned char ch : name) h = (h ^ ch) * 16777619u;
+  return static_cast<int>(h % 30000u) + 1;
 }
 
 }  // namespace
@@ -65,6 +71,15 @@ std::string rank_list(const std::vector<std::int64_t>& ranks) {
   for (std::size_t i = 0; i < ranks.size(); ++i) o << (i ? ", " : "") << ranks[i];
   o << "]";
   return o.str();
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  return rank_list(std::vector<std::int64_t>(ranks.begin(), ranks.end()));
+}
+
+void Runtime::say(const std::string& line) {
+  std::fprintf(stderr, "ftcc: %s\n", line.c_str());
+  std::fflush(stderr);
 }
 
 Runtime& Runtime::start(double timeout_s) {
@@ -81,7 +96,8 @@ Runtime* Runtime::existing() {
 Runtime::Runtime(double timeout_s) : timeout_s_(timeout_s) {
   std::promise<void> ready;
   auto started = ready.get_future();
-  worker_ = std::thread([this, &ready] {
+  sentinel_ = std::thread([this, &ready] {
+    t_on_sentinel = true;
     try {
       int initialized = 0;
       MPI_Initialized(&initialized);
@@ -92,8 +108,8 @@ Runtime::Runtime(double timeout_s) : timeout_s_(timeout_s) {
         MPI_Query_thread(&provided);
       }
       if (provided < MPI_THREAD_MULTIPLE) {
-        throw ftcc::Error("the ftcc backend needs MPI_THREAD_MULTIPLE (operations run on the thread that waits for "
-                          "them or on the backend's worker); this MPI gives level " + std::to_string(provided) +
+        throw ftcc::Error("the ftcc backend needs MPI_THREAD_MULTIPLE (each process group's operations run on a "
+                          "thread of their own); this MPI gives level " + std::to_string(provided) +
                           (initialized ? " (the program called MPI_Init itself: use MPI_Init_thread with "
                                          "MPI_THREAD_MULTIPLE)" : ""));
       }
@@ -107,354 +123,345 @@ Runtime::Runtime(double timeout_s) : timeout_s_(timeout_s) {
       o.hang_timeout = hang_timeout();
       o.comm_timeout_s = std::getenv("FTCC_COMM_TIMEOUT_S") ? 0 : timeout_s_;
       o.faults = faults_from_env();
-      group_ = std::make_unique<recovery::ResilientGroup>(MPI_COMM_WORLD, o);
-      generations_.push_back({group_->members(), group_->rank()});
+      universe_ = std::make_unique<recovery::ResilientGroup>(MPI_COMM_WORLD, o);
+      original_rank_ = universe_->original_rank();
+      world_ = std::make_shared<GroupRunner>(*this, "default", universe_->members(), &universe_->comm(), nullptr,
+                                             true);
       ready.set_value();
     } catch (...) {
       ready.set_exception(std::current_exception());
       return;
     }
-    t_running = true;  // this thread runs tasks: waiting for one from here would wait for itself
-    loop();
+    sentinel_loop();
   });
   try {
     started.get();
   } catch (...) {
-    worker_.join();
+    sentinel_.join();
     throw;
   }
 }
 
-int Runtime::generation() const {
+int Runtime::epoch() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int>(generations_.size()) - 1;
+  return epoch_;
 }
 
-GenerationInfo Runtime::info(int generation) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return generations_.at(static_cast<std::size_t>(generation));
+std::vector<int> Runtime::universe_members() const {
+  std::vector<int> m;
+  const_cast<Runtime*>(this)->on_sentinel([&] { m = universe_->members(); });
+  return m;
 }
 
-std::optional<Failure> Runtime::failure(int generation) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = failures_.find(generation);
-  if (it != failures_.end()) return it->second;
-  // A fatal failure ends every generation from the one it hit.
-  for (const auto& [g, f] : failures_)
-    if (f.fatal && g <= generation) return f;
-  return std::nullopt;
-}
-
-std::uint64_t Runtime::submit(int generation, const char* op, Run run, Done done) {
-  std::uint64_t id = 0;
+std::vector<RecoveryRecord> Runtime::recoveries() const {
+  std::vector<RecoveryRecord> all = world_->recoveries();
+  std::vector<std::weak_ptr<GroupRunner>> groups;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    FTCC_CHECK(!stop_) << op << ": the ftcc backend has shut down (the program is ending)";
-    id = ++next_id_;
-    queue_.push_back(Task{generation, op, std::move(run), std::move(done), nullptr, id, std::chrono::steady_clock::now()});
+    groups = groups_;
   }
-  cv_.notify_one();
-  return id;
-}
-
-void Runtime::loop() {
-  for (;;) {
-    Task t;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      for (;;) {
-        if (stop_ && queue_.empty() && in_flight_.empty() && !running_) return;
-        if (running_) {  // a caller is running a task inline (help()): wait for it
-          cv_.wait(lock);
-          continue;
-        }
-        if (!queue_.empty()) {
-          // A task submitted moments ago is left to its caller for kInlineGrace: a caller that
-          // waits for it runs it on its own thread (help()), saving two thread switches.
-          const auto age = std::chrono::steady_clock::now() - queue_.front().submitted;
-          if (age < kInlineGrace) {
-            cv_.wait_for(lock, kInlineGrace - age);
-            continue;
-          }
-          t = std::move(queue_.front());
-          queue_.pop_front();
-          break;
-        }
-        if (!in_flight_.empty()) break;  // point-to-point to poll (about every 20 us)
-        cv_.wait(lock);
-      }
-      running_ = true;
+  for (auto& w : groups)
+    if (auto g = w.lock()) {
+      auto r = g->recoveries();
+      all.insert(all.end(), r.begin(), r.end());
     }
-    if (t.run || t.control) execute(t);
-    poll_in_flight();
-    const bool polling = !in_flight_.empty();
-    std::unique_lock<std::mutex> lock(mu_);
-    running_ = false;
-    // Point-to-point still in flight: poll again in about 20 us, or as soon as work comes.
-    if (polling && queue_.empty()) cv_.wait_for(lock, std::chrono::microseconds(20), [&] { return stop_ || !queue_.empty(); });
-  }
+  std::stable_sort(all.begin(), all.end(), [](const RecoveryRecord& a, const RecoveryRecord& b) { return a.epoch < b.epoch; });
+  return all;
 }
 
-void Runtime::help(std::uint64_t id) {
-  FTCC_CHECK(!t_running) << "an ftcc operation was waited for from inside another one (a future's callback "
-                            "that waits for a collective): chain it with .then() instead of waiting";
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    const bool queued = std::any_of(queue_.begin(), queue_.end(), [&](const Task& t) { return t.id == id; });
-    // Done, running elsewhere, or behind a control task (those stay on the worker, where MPI
-    // was initialized): the caller waits on its Work.
-    if (!queued || running_ || queue_.front().control) return;
-    Task t = std::move(queue_.front());  // the tasks before it first: the order is the group's
-    queue_.pop_front();
-    running_ = true;
-    lock.unlock();
-    {
-      struct Release {  // running_ goes back to false however execute() ends
-        Runtime* rt;
-        ~Release() {
-          t_running = false;
-          std::lock_guard<std::mutex> l(rt->mu_);
-          rt->running_ = false;
-          rt->cv_.notify_all();
-        }
-      } release{this};
-      t_running = true;
-      execute(t);
-    }
-    lock.lock();
-  }
-}
-
-thread_local bool Runtime::t_running = false;
-
-void Runtime::execute(Task& t) {
-  auto finished = [](const Done& done, std::exception_ptr e) { done(e); };
-  if (t.control) {  // run_on_worker
-    t.control();
-    finished(t.done, nullptr);
-    return;
-  }
-  if (ended_) {
-    finished(t.done, std::make_exception_ptr(ftcc::Error(std::string(t.op) +
-                                                         ": the ftcc backend has already ended the job (the program is exiting)")));
-    return;
-  }
-  if (auto f = failure(t.generation)) {
-    finished(t.done, error_for(*f));
-    return;
-  }
-  ++ops_;
-  try {
-    Poll p = t.run(group_->comm());
-    if (p) {
-      in_flight_.push_back(InFlight{t.generation, t.op, std::move(p), std::move(t.done)});
-      return;
-    }
-    finished(t.done, nullptr);
-  } catch (const comm::FaultDetected& e) {
-    on_fault(t.generation, t.op, e.what());
-    finished(t.done, error_for(*failure(t.generation)));
-  } catch (const comm::Timeout& e) {
-    on_fatal(t.generation, std::string(e.what()) + " (a rank that neither answers nor dies: raise FTCC_COMM_TIMEOUT_S, or let the heartbeat fence it: FTCC_HANG_TIMEOUT_S)", std::nullopt);
-    finished(t.done, error_for(*failure(t.generation)));
-  } catch (const comm::CommError& e) {
-    on_fatal(t.generation, e.what(), std::nullopt);
-    finished(t.done, error_for(*failure(t.generation)));
-  } catch (...) {
-    finished(t.done, std::current_exception());  // bad use, found before any message: the group is intact
-  }
-}
-
-void Runtime::poll_in_flight() {
-  if (ended_) return;  // abandoned when the job ended (abandon_in_flight)
-  for (std::size_t i = 0; i < in_flight_.size();) {
-    InFlight& f = in_flight_[i];
-    std::exception_ptr error;
-    bool done = false;
-    try {
-      done = f.poll();
-    } catch (const comm::FaultDetected& e) {
-      const int g = f.generation;
-      const char* op = f.op;
-      on_fault(g, op, e.what());  // fails every operation of g still in flight, this one included
-      i = 0;
-      continue;
-    } catch (const comm::Timeout& e) {
-      on_fatal(f.generation, e.what(), std::nullopt);
-      i = 0;
-      continue;
-    } catch (...) {
-      error = std::current_exception();
-      done = true;
-    }
-    if (!done) {
-      ++i;
-      continue;
-    }
-    Done d = std::move(f.done);
-    in_flight_.erase(in_flight_.begin() + static_cast<std::ptrdiff_t>(i));
-    d(error);
-  }
-}
-
-void Runtime::abandon_in_flight(const std::string& why) {
-  std::vector<InFlight> held;
-  held.swap(in_flight_);
-  for (auto& h : held) h.poll = nullptr;  // the requests go before the communicator does
-  for (auto& h : held) {
-    h.done(std::make_exception_ptr(ftcc::Error(std::string(h.op) + ": " + why)));
-  }
-}
-
-void Runtime::fail_in_flight(int generation) {
-  // Drop the requests first (they refer to the communicator recovery replaces), answer after.
-  std::vector<Done> orphans;
-  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-    if (it->generation <= generation) {
-      orphans.push_back(std::move(it->done));
-      it = in_flight_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  if (orphans.empty()) return;
-  const auto f = failure(generation);
-  for (auto& d : orphans) {
-    d(f ? error_for(*f) : std::make_exception_ptr(ftcc::Error("operation abandoned")));
-  }
-}
-
-void Runtime::on_fault(int generation, const char* op, const std::string& cause) {
-  if (failure(generation)) return;
-  // In-flight requests of this generation hold its communicator: abandon them before recovery
-  // frees it; they get the failure once it is known.
-  std::vector<InFlight> held;
-  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-    if (it->generation <= generation) {
-      held.push_back(std::move(*it));
-      it = in_flight_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto& h : held) h.poll = nullptr;
-  try {
-    const recovery::RecoveryEvent& ev = group_->recover(step_ >= 0 ? step_ : ops_, std::string(op) + ": " + cause);
-    Failure f;
-    const GenerationInfo old = info(generation);
-    f.failed_original = ev.failed;
-    for (int orig : ev.failed) {
-      auto it = std::find(old.members.begin(), old.members.end(), orig);
-      if (it != old.members.end()) f.failed.push_back(it - old.members.begin());
-    }
-    std::sort(f.failed.begin(), f.failed.end());
-    f.next_generation = generation + 1;
-    std::ostringstream m;
-    m << "rank(s) " << rank_list(f.failed) << " of the process group failed (" << op
-      << "); the survivors agreed on them (" << old.size() << " -> " << group_->size()
-      << " ranks): continue on dist.shrink_group(e.failed_ranks)";
-    f.message = m.str();
-    std::lock_guard<std::mutex> lock(mu_);
-    generations_.push_back({group_->members(), group_->rank()});
-    failures_[generation] = std::move(f);
-  } catch (const recovery::JobError& e) {
-    on_fatal(generation, e.line(), e.status());
-  } catch (const recovery::QuorumLost& e) {
-    on_fatal(generation, std::string("quorum lost: ") + e.what(), recovery::ExitStatus::quorum_lost);
-  } catch (const recovery::Superseded& e) {
-    on_fatal(generation, std::string("superseded: ") + e.what(), std::nullopt);
-  } catch (const std::exception& e) {
-    on_fatal(generation, std::string("recovery failed: ") + e.what(), std::nullopt);
-  }
-  const auto f = failure(generation);
-  for (auto& h : held) {
-    h.done(error_for(*f));
-  }
-}
-
-void Runtime::on_fatal(int generation, const std::string& message, std::optional<recovery::ExitStatus> status) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (failures_.count(generation)) return;
-    Failure f;
-    f.fatal = true;
-    f.message = message;
-    f.job_status = status;
-    failures_[generation] = std::move(f);
-  }
-  fail_in_flight(generation);
-}
-
-std::exception_ptr Runtime::error_for(const Failure& f) { return make_failure_error(f); }
+// ---- the sentinel -----------------------------------------------------------------------------
 
 template <class F>
-void Runtime::run_on_worker(F&& f) {
-  FTCC_CHECK(!t_running) << "ftcc_torch: begin_step/finish called from inside an ftcc operation's callback";
+void Runtime::on_sentinel(F&& f) {
+  if (t_on_sentinel) {
+    f();
+    return;
+  }
   std::promise<void> done;
   auto result = done.get_future();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Task t{-1, "control", nullptr, [](std::exception_ptr) {}, nullptr, ++next_id_, {}};
-    t.control = [&] {
+    controls_.push_back([&] {
       try {
         f();
         done.set_value();
       } catch (...) {
         done.set_exception(std::current_exception());
       }
-    };
-    queue_.push_back(std::move(t));
+    });
   }
-  cv_.notify_one();
+  cv_.notify_all();
   result.get();
 }
 
+void Runtime::sentinel_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (!controls_.empty()) {
+      auto f = std::move(controls_.front());
+      controls_.pop_front();
+      lock.unlock();
+      f();
+      lock.lock();
+      continue;
+    }
+    if (stop_) break;
+    if (recovery_requested_ && !fatal_ && !ended_) {
+      lock.unlock();
+      recover_all();
+      lock.lock();
+      continue;
+    }
+    if (ended_ || fatal_) {
+      cv_.wait(lock);
+      continue;
+    }
+    cv_.wait_for(lock, std::chrono::milliseconds(2));
+    if (!controls_.empty() || recovery_requested_ || stop_) continue;
+    lock.unlock();
+    watch_universe();
+    lock.lock();
+  }
+}
+
+void Runtime::watch_universe() {
+  // A receive nothing ever sends: ULFM completes it with an error when a process of the universe
+  // fails or someone revokes it, which is how a process with nothing to do learns of a failure.
+  MPI_Comm c = universe_->comm().raw();
+  auto* req = static_cast<MPI_Request*>(watch_request_);
+  if (!req) {
+    req = new MPI_Request(MPI_REQUEST_NULL);
+    if (MPI_Irecv(nullptr, 0, MPI_BYTE, MPI_ANY_SOURCE, universe_->comm().liveness_tag(), c, req) != MPI_SUCCESS) {
+      delete req;
+      request_recovery("the universe: a receive could not be posted");
+      return;
+    }
+    watch_request_ = req;
+  }
+  int flag = 0;
+  MPI_Status st;
+  const int rc = MPI_Test(req, &flag, &st);
+  if (rc != MPI_SUCCESS || flag) {
+    int cls = 0;
+    MPI_Error_class(rc, &cls);
+    cancel_watch();
+    request_recovery(std::string("the job: ") + (cls == comm::revoked_error_class() ? "revoked by another rank" : "a process failed"));
+  }
+}
+
+void Runtime::cancel_watch() {
+  auto* req = static_cast<MPI_Request*>(watch_request_);
+  if (!req) return;
+  if (*req != MPI_REQUEST_NULL) {
+    MPI_Cancel(req);
+    MPI_Request_free(req);
+  }
+  delete req;
+  watch_request_ = nullptr;
+}
+
+void Runtime::request_recovery(const std::string& cause) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!recovery_requested_) {
+      recovery_requested_ = true;
+      cause_ = cause;
+      noticed_ = std::chrono::steady_clock::now();
+    }
+  }
+  cv_.notify_all();
+}
+
+void Runtime::recover_all() {
+  std::string cause;
+  std::chrono::steady_clock::time_point noticed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cause = cause_;
+    noticed = noticed_ == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now() : noticed_;
+  }
+  cancel_watch();
+  // 1. Everyone on the universe stops what it does there; the default group lets go of it.
+  try {
+    comm::revoke(universe_->comm().raw());
+  } catch (...) {
+  }
+  world_->pause(false);
+  // 2. The one agreement on who failed.
+  const recovery::RecoveryEvent* ev = nullptr;
+  try {
+    ev = &universe_->recover(step_, cause);
+  } catch (const recovery::JobError& e) {
+    Failure f;
+    f.fatal = true;
+    f.message = e.line();
+    f.job_status = e.status();
+    fail_everything(f);
+    return;
+  } catch (const recovery::QuorumLost& e) {
+    Failure f;
+    f.fatal = true;
+    f.message = std::string("quorum lost: ") + e.what();
+    f.job_status = recovery::ExitStatus::quorum_lost;
+    fail_everything(f);
+    return;
+  } catch (const std::exception& e) {
+    Failure f;
+    f.fatal = true;
+    f.message = std::string("recovery failed: ") + e.what();
+    fail_everything(f);
+    return;
+  }
+  int epoch = 0;
+  std::vector<std::weak_ptr<GroupRunner>> groups;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    epoch = ++epoch_;
+    recovery_requested_ = false;  // failures noticed from here on are the next recovery's
+    noticed_ = {};
+    groups = groups_;
+  }
+  const std::vector<int> alive = universe_->members();
+  auto survivors_of = [&](const std::vector<int>& members) {
+    std::vector<int> s;
+    for (int m : members)
+      if (std::find(alive.begin(), alive.end(), m) != alive.end()) s.push_back(m);
+    return s;
+  };
+  world_->resume(GroupRunner::Resume{epoch, &universe_->comm(), nullptr, ev->failed, alive, noticed});
+  // 3. Every sub-group that lost a member, in creation order (the same on every member).
+  for (auto& w : groups) {
+    auto g = w.lock();
+    if (!g) continue;
+    const std::vector<int> members = g->members();
+    const std::vector<int> survivors = survivors_of(members);
+    if (survivors.size() == members.size() && !g->paused()) continue;  // untouched: it keeps running
+    g->pause(true);
+    try {
+      std::unique_ptr<comm::Communicator> c = make_communicator(survivors, g->name());
+      g->resume(GroupRunner::Resume{epoch, nullptr, std::move(c), ev->failed, survivors, noticed});
+    } catch (const comm::FaultDetected& e) {
+      request_recovery(g->name() + ": forming the survivors' group: " + e.what());
+      return;  // the groups not resumed yet stay paused until the next recovery
+    }
+  }
+}
+
+std::unique_ptr<comm::Communicator> Runtime::make_communicator(const std::vector<int>& members, const std::string& name) {
+  const std::vector<int> alive = universe_->members();
+  std::vector<int> ranks;
+  for (int m : members) {
+    auto it = std::find(alive.begin(), alive.end(), m);
+    FTCC_CHECK(it != alive.end()) << "process group '" << name << "': rank " << m << " of the job has failed";
+    ranks.push_back(static_cast<int>(it - alive.begin()));
+  }
+  MPI_Comm u = universe_->comm().raw();
+  MPI_Group all = MPI_GROUP_NULL, sub = MPI_GROUP_NULL;
+  MPI_Comm_group(u, &all);
+  MPI_Group_incl(all, static_cast<int>(ranks.size()), ranks.data(), &sub);
+  MPI_Comm c = MPI_COMM_NULL;
+  const int rc = MPI_Comm_create_group(u, sub, create_tag(name), &c);
+  MPI_Group_free(&sub);
+  MPI_Group_free(&all);
+  if (rc != MPI_SUCCESS) comm::throw_mpi_error(rc, u, "MPI_Comm_create_group", __FILE__, __LINE__);
+  comm::CommOptions o;
+  o.timeout_s = universe_->comm().timeout_s();
+  return std::make_unique<comm::Communicator>(c, comm::Communicator::Ownership::take, o);
+}
+
+std::shared_ptr<GroupRunner> Runtime::create_group(const std::string& name, const std::vector<int>& members) {
+  std::shared_ptr<GroupRunner> g;
+  on_sentinel([&] {
+    std::unique_ptr<comm::Communicator> c = make_communicator(members, name);
+    g = std::make_shared<GroupRunner>(*this, name, members, nullptr, std::move(c), true);
+    std::lock_guard<std::mutex> lock(mu_);
+    groups_.push_back(g);
+  });
+  return g;
+}
+
+void Runtime::fail_everything(const Failure& f) {
+  std::vector<std::weak_ptr<GroupRunner>> groups;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!fatal_) fatal_ = f;
+    recovery_requested_ = false;
+    groups = groups_;
+  }
+  world_->fail_all(f);
+  for (auto& w : groups)
+    if (auto g = w.lock()) g->fail_all(f);
+}
+
+std::exception_ptr Runtime::error_for(const Failure& f) { return make_failure_error(f); }
+
 void Runtime::begin_step(std::int64_t step) {
-  run_on_worker([&] {
+  on_sentinel([&] {
     if (ended_) return;
     step_ = step;
-    group_->begin_step(step);
+    universe_->begin_step(step);
   });
 }
 
+// ---- the end ----------------------------------------------------------------------------------
+
 int Runtime::leave_alone(const std::string& record, const std::string& why) {
   recovery::job_record::left(record);
-  say(std::string("rank ") + std::to_string(group_->original_rank()) + ": " + why);
+  say(std::string("rank ") + std::to_string(universe_->original_rank()) + ": " + why);
   return static_cast<int>(recovery::ExitStatus::internal);
 }
 
-void Runtime::report_job_error(recovery::ExitStatus status, const std::string& line) {
-  if (!group_->reports()) return;
+void Runtime::report_job_error(int status, const std::string& line) {
+  if (!universe_->reports()) return;
   say(line);
-  recovery::job_record::outcome(status, line, group_->initial_size(), group_->size(), group_->new_processes_lost());
+  recovery::job_record::outcome(static_cast<recovery::ExitStatus>(status), line, universe_->initial_size(),
+                                universe_->size(), universe_->new_processes_lost());
 }
 
 void Runtime::end_group() {
-  abandon_in_flight("the job ended before this point-to-point operation completed");
-  group_.reset();
+  std::vector<std::weak_ptr<GroupRunner>> groups;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    groups = groups_;
+  }
+  const std::string why = "the job ended (the program is exiting)";
+  world_->stop(why);
+  for (auto& w : groups)
+    if (auto g = w.lock()) {
+      g->stop(why);
+      g->release_communicator();
+    }
+  world_->release_communicator();
+  cancel_watch();
+  universe_.reset();
   MPI_Finalize();
 }
 
 int Runtime::finish() {
   int status = 0;
-  run_on_worker([&] {
+  on_sentinel([&] {
     if (ended_) return;
-    ended_ = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ended_ = true;
+    }
+    cancel_watch();
     try {
-      while (!group_->all_finished(/*last=*/true)) {
+      while (!universe_->all_finished(/*last=*/true)) {
       }
       // No outcome record: the program's own exit status, after MPI_Finalize, is the job's
-      // (tools/ftcc-run reports mpirun's status when the survivors finalized; sys.exit(1)
-      // after a clean end stays 1).
-      if (group_->rank() == 0) {
-        group_->check_current("finishing the job");
-        const auto events = group_->events().size();
-        say("the job finished on " + std::to_string(group_->size()) + " of " + std::to_string(group_->initial_size()) +
-            " ranks (" + std::to_string(events) + (events == 1 ? " recovery)" : " recoveries)"));
+      // (tools/ftcc-run reports mpirun's status when the survivors finalized; sys.exit(1) after a
+      // clean end stays 1).
+      if (universe_->rank() == 0) {
+        universe_->check_current("finishing the job");
+        const auto events = universe_->events().size();
+        say("the job finished on " + std::to_string(universe_->size()) + " of " +
+            std::to_string(universe_->initial_size()) + " ranks (" + std::to_string(events) +
+            (events == 1 ? " recovery)" : " recoveries)"));
       }
     } catch (const recovery::JobError& e) {
       status = static_cast<int>(e.status());
-      report_job_error(e.status(), e.line());
+      report_job_error(status, e.line());
     } catch (const std::exception& e) {
       // Superseded, quorum lost, a deadline: this process leaves alone, without MPI_Finalize.
       status = leave_alone(std::string("at the end of the program: ") + e.what(), e.what());
@@ -467,26 +474,25 @@ int Runtime::finish() {
 
 int Runtime::fail(const std::string& message, bool config_error) {
   int status = static_cast<int>(recovery::ExitStatus::job_error);
-  run_on_worker([&] {
+  on_sentinel([&] {
     if (ended_) return;
-    ended_ = true;
-    // A failure the job already ended on: report it, do not raise it again.
     std::optional<Failure> fatal;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& [g, f] : failures_)
-        if (f.fatal) fatal = f;
+      ended_ = true;
+      fatal = fatal_;
     }
-    if (fatal && !fatal->job_status) {  // quorum lost, superseded, a deadline: leave alone
+    cancel_watch();
+    if (fatal && !fatal->job_status) {  // a deadline, a broken group, superseded: leave alone
       status = leave_alone(fatal->message, fatal->message);
       return;
     }
     try {
       if (fatal) throw recovery::JobError(*fatal->job_status, -1, -1, fatal->message, true);
-      group_->fail_job(config_error ? recovery::ExitStatus::config_error : recovery::ExitStatus::job_error, message);
+      universe_->fail_job(config_error ? recovery::ExitStatus::config_error : recovery::ExitStatus::job_error, message);
     } catch (const recovery::JobError& e) {
       status = static_cast<int>(e.status());
-      report_job_error(e.status(), fatal ? fatal->message : e.line());
+      report_job_error(status, fatal ? fatal->message : e.line());
     } catch (const std::exception& e) {
       status = leave_alone(e.what(), e.what());
       return;

@@ -87,6 +87,22 @@ void check_same(const std::vector<at::Tensor>& ts, const at::Tensor& like, const
   }
 }
 
+at::Tensor host_input(const at::Tensor& t) {
+  if (t.device().is_cpu() && t.is_contiguous()) return t.reshape({-1});
+  return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous().reshape({-1});
+}
+
+void write_result(const at::Tensor& dst, const at::Tensor& flat) {
+  if (!flat.defined() || dst.numel() == 0) return;
+  if (dst.device().is_cpu() && dst.is_contiguous() && dst.data_ptr() == flat.data_ptr()) return;
+  dst.copy_(flat.view(dst.sizes()));
+  sync_current_streams({dst});
+}
+
+at::Tensor host_empty(const at::Tensor& like, std::int64_t n) {
+  return at::empty({n}, like.options().device(at::kCPU).layout(at::kStrided));
+}
+
 HostBuffer::HostBuffer(const at::Tensor& t, bool copy_in) : user(t) {
   if (t.device().is_cpu() && t.is_contiguous()) {
     host = t;

@@ -37,6 +37,14 @@ void check_tensor(const at::Tensor& t, const char* op);
 // All tensors of a list have t's dtype and number of elements.
 void check_same(const std::vector<at::Tensor>& ts, const at::Tensor& like, const char* op, const char* what);
 
+// The tensor's elements as one flat contiguous host tensor: t itself (a view) when it already is
+// contiguous host memory, else a copy (read when the operation runs, as the worker's order says).
+at::Tensor host_input(const at::Tensor& t);
+// dst <- a flat result of dst.numel() elements (any device, any layout; CUDA: synchronized after).
+void write_result(const at::Tensor& dst, const at::Tensor& flat);
+// A flat host tensor of n elements of t's dtype.
+at::Tensor host_empty(const at::Tensor& like, std::int64_t n);
+
 // A contiguous host view of a tensor for the duration of one operation.
 struct HostBuffer {
   at::Tensor user;   // the caller's tensor

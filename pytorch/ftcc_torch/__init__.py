@@ -19,14 +19,18 @@ from . import _C
 from . import _lifecycle
 from . import _rendezvous
 from . import _shrink
+from . import _ddp
 from .sampler import ExactlyOnceSampler
 
-__all__ = ["RankFailure", "ExactlyOnceSampler", "ElasticTrainer", "begin_step", "finish"]
+__all__ = ["RankFailure", "ExactlyOnceSampler", "ElasticTrainer", "begin_step", "finish", "recoveries",
+           "set_transparent"]
 
 
-def _create_backend(store, rank, world_size, timeout):
-    del store  # ftcc's group is the MPI job's; the store serves torch's own bookkeeping
-    return _C.create_backend(rank, world_size, timeout.total_seconds())
+def _create_backend(dist_opts, backend_opts):
+    # ftcc's groups are the MPI job's; the store serves torch's own bookkeeping.
+    del backend_opts
+    return _C.create_backend(dist_opts.group_rank, dist_opts.group_size, dist_opts.timeout.total_seconds(),
+                             dist_opts.group_id, list(dist_opts.global_ranks_in_group))
 
 
 def begin_step(step):
@@ -35,11 +39,32 @@ def begin_step(step):
         _C.begin_step(int(step))
 
 
+def recoveries():
+    """Every recovery of every ftcc group of this process, oldest first: a list of dicts (group,
+    failed_ranks in the group's numbering before it, failed_original, old_size, new_size, old_rank,
+    new_rank, transparent, why_not, adopted, redone, ms, line, ...). The same on every member of a
+    group. Nothing to catch: the program can look here after the fact."""
+    return list(_C.recoveries()) if _C.started() else []
+
+
+def set_transparent(on, group=None):
+    """Whether `group` (default: the default group) recovers transparently (the default) or
+    raises RankFailure on every call in flight when a member is lost (the explicit path, for
+    programs that do their own recovery). Call it on every rank, before failures."""
+    from ._ddp import ftcc_backend
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    b = ftcc_backend(pg)
+    if b is None:
+        raise ValueError("ftcc_torch.set_transparent: the group's backend is not ftcc")
+    b.transparent = bool(on)
+
+
 finish = _lifecycle.finish
 
-dist.Backend.register_backend("ftcc", _create_backend, devices=["cpu", "cuda"])
+dist.Backend.register_backend("ftcc", _create_backend, extended_api=True, devices=["cpu", "cuda"])
 _rendezvous.install()
 _shrink.install()
 _lifecycle.install()
+_ddp.install()
 
 from .elastic import ElasticTrainer  # noqa: E402

@@ -4,7 +4,9 @@ torch needs a Store for every process group. Under tools/ftcc-run the ranks shar
 (FTCC_JOB_DIR), so when the env:// variables are missing the store is a torch FileStore in that
 folder, and rank and world size come from the MPI launch. A FileStore needs no server process, so
 it outlives any rank (rank 0 included), which dist.shrink_group relies on: it clones the store.
-With MASTER_ADDR set, env:// behaves as torch's own. Launched neither way, one line says how.
+Under tools/ftcc-run this holds even when the program sets MASTER_ADDR itself (torch's tutorials
+do): a TCPStore lives in one rank and dies with it. Outside ftcc-run, with MASTER_ADDR set, env://
+behaves as torch's own. Launched neither way, one line says how.
 """
 import os
 
@@ -23,11 +25,11 @@ def _mpi_rank_size():
 
 def _handler(original):
     def env_or_mpi(url, timeout=None, **kwargs):
-        if "MASTER_ADDR" in os.environ:
-            yield from original(url, timeout=timeout, **kwargs) if timeout is not None else original(url, **kwargs)
-            return
         mpi = _mpi_rank_size()
         job_dir = os.environ.get("FTCC_JOB_DIR")
+        if "MASTER_ADDR" in os.environ and not (mpi is not None and job_dir):
+            yield from original(url, timeout=timeout, **kwargs) if timeout is not None else original(url, **kwargs)
+            return
         if mpi is None:
             raise ValueError(
                 "init_process_group: no MASTER_ADDR and no MPI launch: for backend 'ftcc' start the program with "

@@ -46,6 +46,10 @@ class ElasticTrainer:
                  micro_batch=None, log=None, summary_path=None):
         if not dist.is_initialized():
             raise RuntimeError("ElasticTrainer: call dist.init_process_group('ftcc') first")
+        # The trainer recovers by itself (state from the most advanced survivor, the step redone):
+        # the explicit path, RankFailure on every call in flight, not the transparent one.
+        from . import set_transparent
+        set_transparent(False)
         features, targets = data
         if len(features) != len(targets):
             raise ValueError(f"ElasticTrainer: {len(features)} feature rows but {len(targets)} targets")

@@ -35,6 +35,16 @@ TEST(FaultSpec, ParsesSlow) {
   EXPECT_EQ(fr::parse_fault_spec("slow:rank=2:step=10:factor=3:steps=20").slow_steps, 20);
 }
 
+TEST(FaultSpec, ParsesSendInsideCollectives) {
+  EXPECT_EQ(fr::parse_fault_spec("kill:rank=1:step=3:phase=allreduce").send, 2);
+  EXPECT_EQ(fr::parse_fault_spec("kill:rank=1:step=3:phase=allreduce:send=6").send, 6);
+  EXPECT_EQ(fr::parse_fault_spec("hang:rank=0:step=0:phase=broadcast:send=1").send, 1);
+  EXPECT_THROW(fr::parse_fault_spec("kill:rank=1:step=3:send=6"), ftcc::InvalidArgument);  // phase=step
+  EXPECT_THROW(fr::parse_fault_spec("kill:rank=1:step=3:phase=shrink:send=2"), ftcc::InvalidArgument);
+  EXPECT_THROW(fr::parse_fault_spec("kill:rank=1:step=3:phase=allreduce:send=0"), ftcc::InvalidArgument);
+  EXPECT_THROW(fr::parse_fault_spec("kill:rank=1:step=3:phase=allreduce:send=x"), ftcc::InvalidArgument);
+}
+
 TEST(FaultSpec, ParsesWireflip) {
   const auto w = fr::parse_fault_spec("wireflip:rank=2:step=12");
   EXPECT_EQ(w.kind, fr::FaultKind::wireflip);

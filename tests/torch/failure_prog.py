@@ -30,6 +30,7 @@ args = p.parse_args()
 torch.manual_seed(0)
 torch.set_num_threads(1)
 dist.init_process_group("ftcc")
+ftcc_torch.set_transparent(False)  # the explicit path: RankFailure reaches the program
 me = dist.get_rank()  # the original rank: for the messages
 model = nn.Sequential(nn.Linear(10, 5), nn.Linear(5, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
