@@ -21,8 +21,9 @@ from . import _rendezvous
 from . import _shrink
 from . import _ddp
 from .sampler import ExactlyOnceSampler
+from .elastic_sampler import ElasticDistributedSampler
 
-__all__ = ["RankFailure", "ExactlyOnceSampler", "ElasticTrainer", "begin_step", "finish", "recoveries",
+__all__ = ["RankFailure", "ExactlyOnceSampler", "ElasticDistributedSampler", "ElasticTrainer", "begin_step", "finish", "recoveries",
            "set_transparent"]
 
 
