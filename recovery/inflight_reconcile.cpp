@@ -16,7 +16,7 @@ ReconcileOutcome reconcile_inflight(comm::Communicator& c, const InflightView& m
   ReconcileOutcome out;
   const int n = c.size();
   // 1. Every survivor's done and whether it can take part.
-  const std::int64_t me[2] = {mine.done, mine.exact ? 1 : 0};
+  const std::int64_t me[2] = {mine.done, mine.exact ? 0 : std::max(1, mine.why_not_code)};
   std::vector<std::int64_t> all(static_cast<std::size_t>(2 * n));
   comm::allgather(c, me, all.data(), 2, DType::i64);
   out.lo = out.hi = mine.done;
@@ -24,11 +24,13 @@ ReconcileOutcome reconcile_inflight(comm::Communicator& c, const InflightView& m
   for (int r = 0; r < n; ++r) {
     out.lo = std::min(out.lo, all[2 * r]);
     out.hi = std::max(out.hi, all[2 * r]);
-    if (all[2 * r + 1] == 0 && not_exact < 0) not_exact = r;
+    if (all[2 * r + 1] != 0 && not_exact < 0) not_exact = r;
   }
   if (not_exact >= 0) {
     out.exact = false;
-    out.why_not = "rank " + std::to_string(not_exact) + " of the survivors cannot reconcile its operations";
+    const int code = static_cast<int>(all[2 * not_exact + 1]);
+    out.why_not = mine.why_not_text ? mine.why_not_text(not_exact, code)
+                                    : "rank " + std::to_string(not_exact) + " of the survivors cannot reconcile its operations";
     return out;
   }
   if (out.lo < out.hi)

@@ -51,6 +51,10 @@ struct HeldResult {
 struct InflightView {
   std::int64_t done = -1;  // highest completed sequence number of the old group (-1: none)
   bool exact = true;       // false: this rank cannot reconcile (point-to-point in flight, opted out)
+  int why_not_code = 1;    // when not exact: why, a positive code the caller defines
+  // The line for the outcome when the lowest survivor that cannot reconcile is `rank` with `code`
+  // (the same on every survivor); unset: "rank R of the survivors cannot reconcile its operations".
+  std::function<std::string(int rank, int code)> why_not_text;
   // The result held for seq (asked on the source only, for seq in (lo, done]).
   std::function<HeldResult(std::int64_t seq)> held;
   // The bytes this rank's own call with that sequence number expects as its result (asked for seq

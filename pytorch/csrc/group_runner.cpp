@@ -464,6 +464,14 @@ void GroupRunner::reconcile(Resume r) {
   recovery::InflightView v;
   v.done = done_seq_;
   v.exact = transparent_.load() && !p2p_pending;
+  enum : int { kExplicit = 1, kPointToPoint = 2 };
+  v.why_not_code = !transparent_.load() ? kExplicit : kPointToPoint;
+  v.why_not_text = [](int rank, int code) -> std::string {
+    if (code == kExplicit)
+      return "the group recovers explicitly (ftcc_torch.set_transparent(False); a sub-group does unless "
+             "set_transparent(True, group) says its members are replicas)";
+    return "rank " + std::to_string(rank) + " of the survivors had a point-to-point operation in flight";
+  };
   v.held = [&](std::int64_t seq) {
     recovery::HeldResult h;
     for (const Retained& k : retained_) {

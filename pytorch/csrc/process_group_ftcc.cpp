@@ -105,6 +105,35 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupFtcc::create(int rank, int size, d
   return c10::make_intrusive<ProcessGroupFtcc>(runner, runner->generation());
 }
 
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupFtcc::getBackendOptions() {
+  Runtime* rt = Runtime::existing();
+  auto o = c10::make_intrusive<Options>(
+      "ftcc", std::chrono::milliseconds(static_cast<long long>((rt ? rt->timeout_s() : 1800.0) * 1000)));
+  o->group_name = runner_->name();
+  return o;
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupFtcc::split(const c10::intrusive_ptr<c10d::Store>&,
+                                                          const std::vector<int>& ranks,
+                                                          const c10::intrusive_ptr<Options>& opts) {
+  const std::vector<int> now = runner_->members();
+  std::vector<int> members;
+  for (int r : ranks) {
+    TORCH_CHECK_VALUE(r >= 0 && r < static_cast<int>(now.size()), "ftcc: split_group: rank ", r,
+                      " is not a rank of the group '", runner_->name(), "' of ", now.size());
+    members.push_back(now[static_cast<std::size_t>(r)]);
+  }
+  std::string name = opts && !opts->group_name.empty() ? opts->group_name : "";
+  if (name.empty()) {
+    name = runner_->name() + ":split";
+    for (int m : members) name += ":" + std::to_string(m);
+  }
+  Runtime* rt = Runtime::existing();
+  TORCH_CHECK(rt, "ftcc: split_group: the backend has shut down");
+  auto runner = rt->create_group(name, members);
+  return c10::make_intrusive<ProcessGroupFtcc>(runner, runner->generation());
+}
+
 std::vector<std::int64_t> ProcessGroupFtcc::failedRanks() const {
   auto f = runner_->failure(generation_);
   return f && !f->fatal ? f->failed : std::vector<std::int64_t>{};

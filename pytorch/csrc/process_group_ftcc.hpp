@@ -50,6 +50,12 @@ class ProcessGroupFtcc : public c10d::Backend {
   bool supportsShrinking() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude, int shrink_flags = 0,
                                            const c10::intrusive_ptr<Options>& opts_override = nullptr) override;
+  // dist.split_group / DeviceMesh: the group of `ranks` (this group's numbering) as a sub-group
+  // of its own (Runtime::create_group), named by torch's options. Called on the members only.
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
   std::uint64_t getSequenceNumberForGroup() override { return sequence_.load(); }
   void setSequenceNumberForGroup() override {}
 

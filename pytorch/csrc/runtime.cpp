@@ -374,6 +374,10 @@ std::shared_ptr<GroupRunner> Runtime::create_group(const std::string& name, cons
   on_sentinel([&] {
     std::unique_ptr<comm::Communicator> c = make_communicator(members, name);
     g = std::make_shared<GroupRunner>(*this, name, members, nullptr, std::move(c), true);
+    // A sub-group may hold state of its own (a shard of the model): losing a member cannot be
+    // made good by running its calls again, so it raises RankFailure unless the program says
+    // the group is replicated (ftcc_torch.set_transparent(True, group)).
+    g->set_transparent(false);
     std::lock_guard<std::mutex> lock(mu_);
     groups_.push_back(g);
   });

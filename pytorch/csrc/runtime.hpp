@@ -57,6 +57,7 @@ class Runtime {
   // collective over MPI_COMM_WORLD). Throws ftcc::Error with one line when it cannot (no ULFM, a
   // bad FTCC_* setting, a launch that is not an MPI job). timeout_s: the torch timeout.
   static Runtime& start(double timeout_s);
+  double timeout_s() const { return timeout_s_; }
   static Runtime* existing();
 
   // The default group (every process of the job, renumbered after recoveries).

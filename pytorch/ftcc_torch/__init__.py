@@ -49,9 +49,12 @@ def recoveries():
 
 
 def set_transparent(on, group=None):
-    """Whether `group` (default: the default group) recovers transparently (the default) or
-    raises RankFailure on every call in flight when a member is lost (the explicit path, for
-    programs that do their own recovery). Call it on every rank, before failures."""
+    """Whether `group` (default: the default group) recovers transparently or raises RankFailure
+    on every call in flight when a member is lost (the explicit path, for programs that do their
+    own recovery). The default group is transparent unless told otherwise; a sub-group (new_group,
+    split_group, a DeviceMesh dimension) is explicit unless told otherwise, since it may hold
+    state of its own (a shard) that no redo brings back: set_transparent(True, group) for a group
+    whose members hold the same state (a replica group). Call it on every member, before failures."""
     from ._ddp import ftcc_backend
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
     b = ftcc_backend(pg)

@@ -27,6 +27,8 @@ struct Rank {
   std::map<std::int64_t, bool> unshareable;  // seqs whose result differs per rank
   std::int64_t pending_bytes = 16;          // what its own calls expect
   std::int64_t blocked = -1;                // a call past hi that cannot run again
+  int why_not_code = 1;                     // its reason when not exact
+  bool texts = false;                       // give why_not_text
 };
 
 struct Seen {
@@ -43,6 +45,9 @@ std::vector<Seen> run(const std::vector<Rank>& ranks) {
     InflightView v;
     v.done = me.done;
     v.exact = me.exact;
+    v.why_not_code = me.why_not_code;
+    if (me.texts)
+      v.why_not_text = [](int rank, int code) { return "rank " + std::to_string(rank) + " code " + std::to_string(code); };
     v.held = [&](std::int64_t s) {
       HeldResult h;
       if (s < me.held_from || s > me.done) return h;
@@ -115,6 +120,19 @@ TEST(InflightReconcile, AResultThatDiffersPerRankIsNotTakenAnywhere) {
     EXPECT_TRUE(x.adopted.empty());
   }
   EXPECT_EQ(s[0].out.why_not, s[2].out.why_not);
+}
+
+TEST(InflightReconcile, TheLowestInexactRanksReasonNamesTheOutcomeEverywhere) {
+  auto s = run({{.done = 5, .held_from = 5, .texts = true},
+                {.done = 5, .exact = false, .why_not_code = 7, .texts = true},
+                {.done = 5, .exact = false, .why_not_code = 3, .texts = true}});
+  for (const auto& x : s) {
+    EXPECT_FALSE(x.out.exact);
+    EXPECT_EQ(x.out.why_not, "rank 1 code 7");
+  }
+  // Without a text: the generic line, naming the rank.
+  auto g = run({{.done = 5, .held_from = 5}, {.done = 5, .held_from = 5}, {.done = 5, .exact = false}});
+  EXPECT_EQ(g[0].out.why_not, "rank 2 of the survivors cannot reconcile its operations");
 }
 
 TEST(InflightReconcile, ARankThatCannotReconcileStopsEveryRankTheSameWay) {
