@@ -5,6 +5,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "ftcc/base/error.hpp"
+
 namespace ftcc::comm {
 namespace {
 
@@ -73,16 +75,44 @@ void reduce_half(void* out, const void* a, const void* b, std::size_t n, ReduceO
     case ReduceOp::prod: run([](float u, float v) { return u * v; }); break;
     case ReduceOp::min: run([](float u, float v) { return std::min(u, v); }); break;
     case ReduceOp::max: run([](float u, float v) { return std::max(u, v); }); break;
+    case ReduceOp::band:
+    case ReduceOp::bor:
+    case ReduceOp::bxor: FTCC_CHECK(false) << "comm::reduce: " << to_string(op) << " of floating-point elements"; break;
   }
 }
 
 template <class T>
 void reduce_typed(void* out, const void* a, const void* b, std::size_t n, ReduceOp op) {
+  if constexpr (std::is_integral_v<T>) {
+    switch (op) {
+      case ReduceOp::band: apply<T>(out, a, b, n, [](T u, T v) { return static_cast<T>(u & v); }); return;
+      case ReduceOp::bor: apply<T>(out, a, b, n, [](T u, T v) { return static_cast<T>(u | v); }); return;
+      case ReduceOp::bxor: apply<T>(out, a, b, n, [](T u, T v) { return static_cast<T>(u ^ v); }); return;
+      default: break;
+    }
+  }
   switch (op) {
     case ReduceOp::sum: apply<T>(out, a, b, n, [](T u, T v) { return wrap_add(u, v); }); break;
     case ReduceOp::prod: apply<T>(out, a, b, n, [](T u, T v) { return wrap_mul(u, v); }); break;
     case ReduceOp::min: apply<T>(out, a, b, n, [](T u, T v) { return std::min(u, v); }); break;
     case ReduceOp::max: apply<T>(out, a, b, n, [](T u, T v) { return std::max(u, v); }); break;
+    case ReduceOp::band:
+    case ReduceOp::bor:
+    case ReduceOp::bxor: FTCC_CHECK(false) << "comm::reduce: " << to_string(op) << " of floating-point elements"; break;
+  }
+}
+
+// Booleans as bytes 0/1: sum is or, prod is and, min and max as they are, bitwise ops bitwise.
+void reduce_bool(void* out, const void* a, const void* b, std::size_t n, ReduceOp op) {
+  using T = std::uint8_t;
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::max:
+    case ReduceOp::bor: apply<T>(out, a, b, n, [](T u, T v) { return static_cast<T>((u | v) != 0); }); break;
+    case ReduceOp::prod:
+    case ReduceOp::min:
+    case ReduceOp::band: apply<T>(out, a, b, n, [](T u, T v) { return static_cast<T>((u != 0) & (v != 0)); }); break;
+    case ReduceOp::bxor: apply<T>(out, a, b, n, [](T u, T v) { return static_cast<T>((u != 0) != (v != 0)); }); break;
   }
 }
 
@@ -97,6 +127,9 @@ void reduce(void* out, const void* a, const void* b, std::size_t count, DType dt
     case DType::u8: reduce_typed<std::uint8_t>(out, a, b, count, op); break;
     case DType::f16: reduce_half<f16_to_float, float_to_f16>(out, a, b, count, op); break;
     case DType::bf16: reduce_half<bf16_to_float, float_to_bf16>(out, a, b, count, op); break;
+    case DType::i8: reduce_typed<std::int8_t>(out, a, b, count, op); break;
+    case DType::i16: reduce_typed<std::int16_t>(out, a, b, count, op); break;
+    case DType::boolean: reduce_bool(out, a, b, count, op); break;
   }
 }
 

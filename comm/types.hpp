@@ -16,7 +16,9 @@ namespace ftcc::comm {
 using ftcc::DType;  // one enum for comm and tensor: base/dtype.hpp
 using ftcc::dtype_of;
 using ftcc::dtype_size;
-enum class ReduceOp : std::uint8_t { sum, prod, min, max };
+// band/bor/bxor: bitwise, integer and boolean types only (comm::reduce refuses them on floats).
+// boolean: sum is logical or, prod logical and (as torch's backends treat bool).
+enum class ReduceOp : std::uint8_t { sum, prod, min, max, band, bor, bxor };
 
 const char* to_string(DType t);
 const char* to_string(ReduceOp op);

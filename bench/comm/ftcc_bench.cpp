@@ -88,6 +88,10 @@ double expected_reduction(ReduceOp op, int n, std::size_t i) {
       case ReduceOp::prod: acc *= v; break;
       case ReduceOp::min: acc = std::min(acc, v); break;
       case ReduceOp::max: acc = std::max(acc, v); break;
+      case ReduceOp::band:
+      case ReduceOp::bor:
+      case ReduceOp::bxor:
+        throw ftcc::InvalidArgument(std::string("ftcc-bench: op ") + to_string(op) + " is not benchmarked");
     }
   }
   return acc;
@@ -100,7 +104,8 @@ void for_type(DType t, F&& f) {
     case DType::f64: f(double{}); break;
     case DType::i32: f(std::int32_t{}); break;
     case DType::i64: f(std::int64_t{}); break;
-    case DType::u8: case DType::f16: case DType::bf16:  // refused by --dtype's check
+    case DType::u8: case DType::f16: case DType::bf16: case DType::i8: case DType::i16:
+    case DType::boolean:  // refused by --dtype's check
       throw ftcc::InvalidArgument(std::string("ftcc-bench: dtype ") + to_string(t) + " is not benchmarked");
   }
 }

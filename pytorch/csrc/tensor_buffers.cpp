@@ -14,10 +14,14 @@ comm::DType dtype_of(const at::Tensor& t, const char* op) {
     case at::kByte: return comm::DType::u8;
     case at::kHalf: return comm::DType::f16;
     case at::kBFloat16: return comm::DType::bf16;
+    case at::kChar: return comm::DType::i8;
+    case at::kShort: return comm::DType::i16;
+    case at::kBool: return comm::DType::boolean;
     default: break;
   }
   TORCH_CHECK_TYPE(false, "ftcc: ", op, ": tensors of dtype ", t.scalar_type(),
-                   " are not supported; use float32, float64, bfloat16, float16, int32, int64 or uint8");
+                   " are not supported; use float32, float64, bfloat16, float16, int64, int32, int16, int8, uint8 "
+                   "or bool");
 }
 
 bool is_avg(const c10d::ReduceOp& op) { return op.op_ == c10d::ReduceOp::AVG; }
@@ -37,10 +41,19 @@ comm::ReduceOp reduce_op_of(const c10d::ReduceOp& op, const at::Tensor& t, const
                         " tensors is not defined; use a floating-point tensor");
       premul_factor(op);  // checks the factor
       return comm::ReduceOp::sum;
+    case c10d::ReduceOp::BAND:
+    case c10d::ReduceOp::BOR:
+    case c10d::ReduceOp::BXOR:
+      TORCH_CHECK_VALUE(!at::isFloatingType(t.scalar_type()) && !at::isComplexType(t.scalar_type()), "ftcc: ", op_name,
+                        ": bitwise reductions (BAND/BOR/BXOR) of ", t.scalar_type(),
+                        " tensors are not defined; use an integer or bool tensor");
+      return op.op_ == c10d::ReduceOp::BAND ? comm::ReduceOp::band
+             : op.op_ == c10d::ReduceOp::BOR ? comm::ReduceOp::bor
+                                              : comm::ReduceOp::bxor;
     default: break;
   }
-  TORCH_CHECK_VALUE(false, "ftcc: ", op_name, ": reduction BAND/BOR/BXOR is not supported; ftcc reduces with SUM, AVG, "
-                    "PRODUCT, MIN, MAX and PREMUL_SUM");
+  TORCH_CHECK_VALUE(false, "ftcc: ", op_name, ": this reduction is not supported; ftcc reduces with SUM, AVG, PRODUCT, "
+                    "MIN, MAX, PREMUL_SUM, BAND, BOR and BXOR");
 }
 
 double premul_factor(const c10d::ReduceOp& op) {

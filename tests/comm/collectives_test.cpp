@@ -225,6 +225,41 @@ TEST_F(Collectives, ShmAllreduceSmallTypes) {
   EXPECT_EQ(comm.uses_shared_memory(), n > 1);
 }
 
+// int8, int16 and bool, with the bitwise reductions, through every allreduce algorithm: int8 and
+// int16 against MPI_Allreduce (min, max and bitwise ops; MPI's sums may saturate, see above), bool
+// (sum = or, prod = and) against the rule computed here from every rank's input.
+TEST_F(Collectives, AllreduceNarrowIntegersBoolAndBitwise) {
+  const std::size_t count = 1000;
+  for (AllreduceAlgo algo : {AllreduceAlgo::ring, AllreduceAlgo::tree, AllreduceAlgo::rhd, AllreduceAlgo::shm}) {
+    AllreduceOptions o;
+    o.algo = algo;
+    for (DType dt : {DType::i8, DType::i16}) {
+      for (ReduceOp op : {ReduceOp::min, ReduceOp::max, ReduceOp::band, ReduceOp::bor, ReduceOp::bxor}) {
+        const std::size_t w = dtype_size(dt);
+        std::mt19937_64 rng(17u * static_cast<unsigned>(comm.rank()) + static_cast<unsigned>(op));
+        std::vector<std::byte> in(count * w), ours(count * w), ref(count * w);
+        for (auto& b : in) b = static_cast<std::byte>(rng());
+        MPI_Allreduce(in.data(), ref.data(), static_cast<int>(count), mpi_datatype(dt), mpi_op(op), MPI_COMM_WORLD);
+        allreduce(comm, in.data(), ours.data(), count, dt, op, o);
+        EXPECT_EQ(std::memcmp(ours.data(), ref.data(), count * w), 0)
+            << to_string(dt) << " " << to_string(op) << " algo " << static_cast<int>(algo);
+      }
+    }
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::bxor}) {
+      std::vector<std::uint8_t> in(count), ours(count), all(count * static_cast<std::size_t>(n));
+      for (std::size_t i = 0; i < count; ++i) in[i] = static_cast<std::uint8_t>((i * 7 + static_cast<std::size_t>(comm.rank())) % 3 == 0);
+      MPI_Allgather(in.data(), static_cast<int>(count), MPI_BYTE, all.data(), static_cast<int>(count), MPI_BYTE, MPI_COMM_WORLD);
+      allreduce(comm, in.data(), ours.data(), count, DType::boolean, op, o);
+      for (std::size_t i = 0; i < count; ++i) {
+        int ones = 0;
+        for (std::size_t r = 0; r < static_cast<std::size_t>(n); ++r) ones += all[r * count + i];
+        const int want = op == ReduceOp::sum ? ones > 0 : op == ReduceOp::prod ? ones == static_cast<int>(n) : ones % 2;
+        ASSERT_EQ(ours[i], want) << "bool " << to_string(op) << " element " << i << " algo " << static_cast<int>(algo);
+      }
+    }
+  }
+}
+
 // Several "hosts" on this machine: ranks with different FTCC_SHM_GROUP values count as different
 // hosts, so the allreduce is hierarchical (shared memory inside each group, point-to-point between
 // the groups' leaders). Layouts: pairs (0,1)(2,3)..., the ranks dealt round-robin over two hosts

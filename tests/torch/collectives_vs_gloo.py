@@ -269,10 +269,34 @@ def refuses(fn, kinds, words, what):
     say(False, f"not refused: {what}")
 
 
-refuses(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int16)), (TypeError, RuntimeError),
-        ["ftcc", "Short", "not supported", "float32"], "int16 tensors")
-refuses(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int32), op=dist.ReduceOp.BAND), (ValueError, RuntimeError),
-        ["ftcc", "BAND", "SUM"], "ReduceOp.BAND")
+# int8, int16 and bool, and the bitwise reductions, against the rule applied to the gathered inputs
+# (gathered through gloo as int64, which gloo moves for every width). Bool: SUM/MAX = or, PRODUCT/MIN = and.
+g = torch.Generator().manual_seed(1234 + rank)
+bitwise = {dist.ReduceOp.BAND: torch.bitwise_and, dist.ReduceOp.BOR: torch.bitwise_or,
+           dist.ReduceOp.BXOR: torch.bitwise_xor, dist.ReduceOp.MIN: torch.minimum, dist.ReduceOp.MAX: torch.maximum}
+for dtype, lo, hi in ((torch.int8, -128, 128), (torch.int16, -32768, 32768), (torch.int32, -2**31, 2**31),
+                      (torch.uint8, 0, 256), (torch.bool, 0, 2)):
+    for op, fn in list(bitwise.items()) + ([(dist.ReduceOp.SUM, torch.logical_or), (dist.ReduceOp.PRODUCT, torch.logical_and)]
+                                           if dtype == torch.bool else []):
+        x = torch.randint(lo, hi, (257,), generator=g, dtype=torch.int64).to(dtype)
+        parts = gathered(x.to(torch.int64))
+        want = parts[0].to(dtype)
+        for q in parts[1:]:
+            want = fn(want, q.to(dtype))
+        got = x.clone()
+        dist.all_reduce(got, op=op)
+        say(got.dtype == dtype and torch.equal(got, want.to(dtype)), f"all_reduce {op} of {dtype}")
+for dtype in (torch.int8, torch.int16):
+    x = torch.randint(-20, 20, (33,), generator=g, dtype=torch.int64).to(dtype)
+    want = sum(gathered(x.to(torch.int64))).to(dtype)  # wraps as the int type does
+    got = x.clone()
+    dist.all_reduce(got)
+    say(torch.equal(got, want), f"all_reduce SUM of {dtype}")
+
+refuses(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.uint16)), (TypeError, RuntimeError),
+        ["ftcc", "UInt16", "not supported", "float32"], "uint16 tensors")
+refuses(lambda: dist.all_reduce(torch.zeros(3), op=dist.ReduceOp.BAND), (ValueError, RuntimeError),
+        ["ftcc", "BAND", "Float", "integer or bool"], "ReduceOp.BAND of float32")
 refuses(lambda: dist.reduce(torch.zeros(3), dst=0, op=dist._make_nccl_premul_sum(2.0)), (ValueError, RuntimeError),
         ["ftcc", "PREMUL_SUM", "all_reduce"], "PREMUL_SUM in reduce")
 refuses(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int64), op=dist.ReduceOp.AVG), (ValueError, RuntimeError),
