@@ -638,7 +638,7 @@ def bad_input():
             (2, ["--dataset", "digits", "--layers", "10,64,10"], "--layers starts with 10"),
             (2, ["--dataset", "digits", "--layers", "64,64,3"], "--layers ends with 3"),
             (2, ["--epochs", "2", "--steps", "3"], "not both"),
-            (2, ["--inject", "kill:rank=1"], "bad fault spec 'kill:rank=1': step=S is required", 9),  # + the grammar's 9 lines
+            (2, ["--inject", "kill:rank=1"], "bad fault spec 'kill:rank=1': step=S is required", 10),  # + the grammar's 10 lines
             (2, ["--batch", "0"], "--batch must be in [1, 2147483647], got 0"),
             (2, ["--optimizer", "rmsprop"], "--optimizer"),
             (2, ["--loss", "hinge"], "--loss"),
@@ -680,14 +680,14 @@ def bad_input():
              "--micro-batches 3 or more"),
             (2, ["--spares", "-1"], "--spares must be >= 0, got -1"),
             (2, ["--verify-every", "-1"], "--verify-every must be >= 0 (0 turns replica verification off), got -1"),
-            (2, ["--inject", "bitflip:rank=1:step=3:target=weights"], "unknown target 'weights' (param, grad or optim)", 9),
+            (2, ["--inject", "bitflip:rank=1:step=3:target=weights"], "unknown target 'weights' (param, grad or optim)", 10),
             (2, ["--straggler-factor", "0.5"], "--straggler-factor must be a number above 1 and at most 1000, got 0.5"),
             (2, ["--straggler-window", "0"], "--straggler-window must be in [1, 1000000] checks, got 0"),
             (2, ["--verify-at-rest", "maybe"], "--verify-at-rest 'maybe': expected auto, on or off"),
             (2, ["--parallel", "pp", "--verify-reductions"], "--verify-reductions checks the replicas' gradient sum "
              "(--parallel dp, dp,pp or dp,tp); --parallel pp has one replica and no such sum"),
-            (2, ["--inject", "wireflip:rank=1:step=3:bit=64"], "bit must be <= 63, got 64", 9),
-            (2, ["--inject", "wireflip:rank=1:step=3:target=grad"], "target= only applies to bitflip", 9),
+            (2, ["--inject", "wireflip:rank=1:step=3:bit=64"], "bit must be <= 63, got 64", 10),
+            (2, ["--inject", "wireflip:rank=1:step=3:target=grad"], "target= only applies to bitflip", 10),
             # A second --layers was appended to the first (CLI11's vector option): now refused.
             (2, ["--layers", "64,64,10", "--layers", "64,10"], "--layers: At Most 1 required but received 2"),
             (2, ["--layers", "64,x,10"], "--layers '64,x,10': 'x' is not a width (expected integers such as 64,64,10)"),
