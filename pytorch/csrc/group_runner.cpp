@@ -1,5 +1,7 @@
 #include "group_runner.hpp"
 
+#include <Python.h>
+
 #include <algorithm>
 #include <cstring>
 #include <sstream>
@@ -402,7 +404,19 @@ void GroupRunner::stop(const std::string& why) {
     stop_why_ = why;
   }
   cv_.notify_all();
-  if (worker_.joinable() && std::this_thread::get_id() != worker_.get_id()) worker_.join();
+  if (worker_.joinable() && std::this_thread::get_id() != worker_.get_id()) {
+    // The worker may need the GIL to finish (a task's last reference to a tensor made in Python,
+    // a Work's callbacks): a caller holding it (a backend freed by Python, destroy_process_group)
+    // lets go of it while it waits, or both would wait for ever.
+    PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+    worker_.join();
+    if (saved) PyEval_RestoreThread(saved);
+  }
+}
+
+bool GroupRunner::stopped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stop_;
 }
 
 void GroupRunner::release_communicator() {

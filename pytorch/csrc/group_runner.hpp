@@ -56,7 +56,8 @@ class GroupRunner {
  public:
   // members: the original (world) rank of each group rank; comm: the group's communicator (the
   // runtime's for the default group, else owned). rebuildable: the runtime re-forms it from the
-  // survivors after a recovery (every group but those made by reconfigure()).
+  // survivors after a recovery (every group but those made by reconfigure(), whose calls raise
+  // RankFailure until the program reconfigures them).
   GroupRunner(Runtime& rt, std::string name, std::vector<int> members, comm::Communicator* comm,
               std::unique_ptr<comm::Communicator> owned, bool rebuildable);
   ~GroupRunner();
@@ -101,6 +102,7 @@ class GroupRunner {
   // communicator); they are answered when the group resumes.
   void pause(bool revoke_first);
   bool paused() const;
+  bool stopped() const;  // stop() ran
   // After a recovery that touched this group: its new communicator (owned, or the runtime's),
   // the agreed failed processes and the survivors. The worker reconciles before anything else.
   struct Resume {

@@ -67,6 +67,7 @@ PYBIND11_MODULE(_C, m) {
           [](ProcessGroupFtcc& b, bool on) { b.runner().set_transparent(on); })
       .def_property_readonly("group_name", [](ProcessGroupFtcc& b) { return b.runner().name(); })
       .def_property_readonly("members", [](ProcessGroupFtcc& b) { return b.runner().members(); })
+      .def("survivor_handles", &ProcessGroupFtcc::survivor_handles, py::call_guard<py::gil_scoped_release>())
       .def("recoveries", [](ProcessGroupFtcc& b) {
         py::list out;
         for (const auto& r : b.runner().recoveries()) out.append(record_dict(r));

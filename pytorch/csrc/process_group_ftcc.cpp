@@ -1,14 +1,20 @@
 #include "process_group_ftcc.hpp"
 
 #include <c10/util/Exception.h>
+#include <mpi.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/errors.hpp"
+#include "ftcc/comm/mpi_check.hpp"
+#include "ftcc/base/error.hpp"
 #include "ftcc_work.hpp"
 #include "tensor_buffers.hpp"
 
@@ -66,7 +72,10 @@ void write_split(const std::vector<at::Tensor>& outs, const at::Tensor& flat) {
 }  // namespace
 
 ProcessGroupFtcc::ProcessGroupFtcc(std::shared_ptr<GroupRunner> runner, int generation)
-    : c10d::Backend(runner->rank(), runner->size()), runner_(std::move(runner)), generation_(generation) {
+    : c10d::Backend(runner->rank(), runner->size()),
+      runner_(std::move(runner)),
+      generation_(generation),
+      base_name_(runner_->name()) {
   runner_->set_on_resize(this, [this](int rank, int size) {
     rank_ = rank;
     size_ = size;
@@ -134,6 +143,112 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupFtcc::split(const c10::intrusive_p
   return c10::make_intrusive<ProcessGroupFtcc>(runner, runner->generation());
 }
 
+// ---- torch's reconfigure contract -------------------------------------------------------------
+
+namespace {
+
+std::string host_name() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "?";
+  return buf;
+}
+
+// The job rank a handle names ("ftcc:<job rank>", and ":<pid>@<host>" in the handle a process
+// gives of itself: only the rank is used, the rest says to a person which process it was).
+int job_rank_of(const std::string& h, int job_size) {
+  const std::string prefix = "ftcc:";
+  TORCH_CHECK(h.rfind(prefix, 0) == 0, "ftcc: reconfigure: '", h,
+              "' is not an ftcc handle (dist._get_reconfigure_handle() of an ftcc group makes one)");
+  std::size_t end = h.find(':', prefix.size());
+  const std::string digits = h.substr(prefix.size(), end == std::string::npos ? std::string::npos : end - prefix.size());
+  TORCH_CHECK(!digits.empty() && digits.size() < 10 && std::all_of(digits.begin(), digits.end(), ::isdigit),
+              "ftcc: reconfigure: the handle '", h, "' does not name a rank of the job");
+  const int r = std::stoi(digits);
+  TORCH_CHECK(r < job_size, "ftcc: reconfigure: the handle '", h, "' names rank ", r, " but the job has ", job_size,
+              " processes (a handle of another job?)");
+  return r;
+}
+
+}  // namespace
+
+c10d::ReconfigureHandle ProcessGroupFtcc::get_reconfigure_handle() const {
+  Runtime* rt = Runtime::existing();
+  TORCH_CHECK(rt, "ftcc: get_reconfigure_handle: the backend has shut down");
+  return "ftcc:" + std::to_string(rt->original_rank()) + ":" + std::to_string(::getpid()) + "@" + host_name();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::reconfigure(const c10d::ReconfigureOptions& opts) {
+  Runtime* rt = Runtime::existing();
+  TORCH_CHECK(rt, "ftcc: reconfigure: the backend has shut down");
+  TORCH_CHECK(!used_uuids_.count(opts.uuid), "ftcc: reconfigure: uuid ", opts.uuid,
+              " was already used on this group; pass a fresh uuid on every reconfigure");
+  std::vector<int> members;
+  std::visit(
+      [&](const auto& hs) {
+        for (const auto& h : hs) members.push_back(job_rank_of(h, rt->job_size()));
+      },
+      opts.handles);
+  // A set lets the backend number the ranks: by their rank in the job.
+  if (std::holds_alternative<std::unordered_set<c10d::ReconfigureHandle>>(opts.handles))
+    std::sort(members.begin(), members.end());
+  TORCH_CHECK(!members.empty(), "ftcc: reconfigure: no handles (pass every member's, this process's included)");
+  {
+    std::vector<int> sorted = members;
+    std::sort(sorted.begin(), sorted.end());
+    auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+    TORCH_CHECK(dup == sorted.end(), "ftcc: reconfigure: two handles name rank ", dup == sorted.end() ? 0 : *dup,
+                " of the job; pass one handle per member");
+  }
+  TORCH_CHECK(std::find(members.begin(), members.end(), rt->original_rank()) != members.end(),
+              "ftcc: reconfigure: this process's handle (", get_reconfigure_handle(), ") is not among the ",
+              members.size(), " handles; only the members call reconfigure");
+  used_uuids_.insert(opts.uuid);
+  // Every member derives the same name from the same uuid (MPI_Comm_create_group's tag).
+  std::string name = base_name_ + "#" + std::to_string(opts.uuid);
+  const double timeout_s = opts.timeout ? static_cast<double>(opts.timeout->count()) / 1000.0 : rt->timeout_s();
+  TORCH_CHECK(timeout_s > 0, "ftcc: reconfigure: a timeout of ", timeout_s, " s; give a positive one (or none)");
+  std::shared_ptr<GroupRunner> next;
+  try {
+    next = rt->reconfigure_group(name, members, opts.uuid, timeout_s);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "ftcc: ", e.what());
+  }
+  std::shared_ptr<GroupRunner> old = runner_;
+  old->clear_on_resize(this);
+  runner_ = next;
+  generation_ = next->generation();
+  aborted_ = false;
+  rank_ = next->rank();
+  size_ = next->size();
+  runner_->set_on_resize(this, [this](int rank, int size) {
+    rank_ = rank;
+    size_ = size;
+  });
+  if (old != rt->world()) old->stop("the process group was reconfigured");
+  auto work = c10::make_intrusive<FtccWork>(getRank(), OpType::UNKNOWN, "reconfigure", std::vector<at::Tensor>{},
+                                            ++sequence_);
+  work->complete(nullptr, at::Tensor());
+  return work;
+}
+
+std::vector<std::string> ProcessGroupFtcc::survivor_handles() const {
+  Runtime* rt = Runtime::existing();
+  TORCH_CHECK(rt, "ftcc: survivor_handles: the backend has shut down");
+  const std::vector<int> alive = rt->universe_members();
+  std::vector<std::string> out;
+  for (int m : runner_->members())
+    if (std::find(alive.begin(), alive.end(), m) != alive.end()) out.push_back("ftcc:" + std::to_string(m));
+  return out;
+}
+
+void ProcessGroupFtcc::abort() {
+  // The calls queued now raise; the group takes none until it is reconfigured. The default
+  // group's runner stays (the job's end runs on it); its calls are refused here.
+  aborted_ = true;
+  Runtime* rt = Runtime::existing();
+  if (rt && runner_ != rt->world()) runner_->stop("the process group was aborted");
+}
+
 std::vector<std::int64_t> ProcessGroupFtcc::failedRanks() const {
   auto f = runner_->failure(generation_);
   return f && !f->fatal ? f->failed : std::vector<std::int64_t>{};
@@ -152,6 +267,8 @@ OpTask ProcessGroupFtcc::task(const char* name, OpClass cls, bool fully_dependen
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::enqueue(OpType type, OpTask t, std::vector<at::Tensor> outputs,
                                                          bool result_is_value) {
+  TORCH_CHECK(!aborted_, "ftcc: ", t.name, ": the process group was aborted; reconfigure it "
+              "(dist._reconfigure with a fresh uuid) before using it again");
   sync_current_streams(outputs);  // (the ops sync their inputs themselves first)
   auto work = c10::make_intrusive<FtccWork>(getRank(), type, t.name, std::move(outputs), ++sequence_);
   const c10::Device device = work->result().empty() ? c10::Device(at::kCPU) : work->result()[0].device();
@@ -442,6 +559,81 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::barrier(const c10d::BarrierOpti
     return at::Tensor();
   };
   return enqueue(OpType::BARRIER, std::move(k), {});
+}
+
+void ProcessGroupFtcc::monitoredBarrier(const c10d::BarrierOptions& opts, bool) {
+  const auto ms = opts.timeout.count() > 0 ? opts.timeout.count() : static_cast<long long>(
+                                                                        (Runtime::existing() ? Runtime::existing()->timeout_s() : 1800.0) * 1000);
+  OpTask k = task("monitored_barrier", OpClass::shared_result, true, false);
+  k.result_bytes = 0;
+  k.compute = [ms](comm::Communicator& c, int) {
+    // Every rank takes the same tag: the group's next collective's.
+    const int tag = c.next_collective_tag();
+    const MPI_Comm m = c.raw();
+    const int me = c.rank(), n = c.size();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    static char token = 0;  // never written: the messages carry nothing
+    auto poll = [&](std::vector<MPI_Request>& reqs, std::vector<char>& done, const char* what) {
+      for (;;) {
+        bool all = true;
+        for (std::size_t i = 0; i < reqs.size(); ++i) {
+          if (done[i]) continue;
+          int flag = 0;
+          const int rc = MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
+          if (rc != MPI_SUCCESS) comm::throw_mpi_error(rc, m, what, __FILE__, __LINE__);
+          done[i] = static_cast<char>(flag);
+          all = all && flag;
+        }
+        if (all || std::chrono::steady_clock::now() > deadline) return all;
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    };
+    auto drop = [](std::vector<MPI_Request>& reqs, const std::vector<char>& done) {
+      for (std::size_t i = 0; i < reqs.size(); ++i)
+        if (!done[i] && reqs[i] != MPI_REQUEST_NULL) {
+          MPI_Cancel(&reqs[i]);
+          MPI_Request_free(&reqs[i]);
+        }
+    };
+    if (me == 0) {
+      std::vector<MPI_Request> reqs(static_cast<std::size_t>(n - 1), MPI_REQUEST_NULL);
+      std::vector<char> in(static_cast<std::size_t>(n), 0), done(reqs.size(), 0);
+      for (int r = 1; r < n; ++r) MPI_Irecv(&in[static_cast<std::size_t>(r)], 1, MPI_CHAR, r, tag, m, &reqs[static_cast<std::size_t>(r - 1)]);
+      const bool all = poll(reqs, done, "monitored_barrier");
+      std::vector<int> missing;
+      for (std::size_t i = 0; i < done.size(); ++i)
+        if (!done[i]) missing.push_back(static_cast<int>(i) + 1);
+      drop(reqs, done);
+      // Those that came are let go either way (a rank that arrived is not to blame).
+      for (int r = 1; r < n; ++r)
+        if (all || std::find(missing.begin(), missing.end(), r) == missing.end()) {
+          const int rc = MPI_Send(&token, 1, MPI_CHAR, r, tag, m);
+          if (rc != MPI_SUCCESS) comm::throw_mpi_error(rc, m, "monitored_barrier", __FILE__, __LINE__);
+        }
+      if (!missing.empty()) {
+        std::ostringstream o;
+        o << "monitored_barrier: " << (missing.size() == 1 ? "Rank " : "Ranks ");
+        for (std::size_t i = 0; i < missing.size(); ++i) o << (i ? ", " : "") << missing[i];
+        o << " failed to pass monitoredBarrier in " << ms << " ms (the rank" << (missing.size() == 1 ? "" : "s")
+          << " did not call it, or called other operations of this group first)";
+        throw ftcc::Error(o.str());
+      }
+    } else {
+      int rc = MPI_Send(&token, 1, MPI_CHAR, 0, tag, m);
+      if (rc != MPI_SUCCESS) comm::throw_mpi_error(rc, m, "monitored_barrier", __FILE__, __LINE__);
+      char ack = 0;
+      std::vector<MPI_Request> reqs(1, MPI_REQUEST_NULL);
+      std::vector<char> done(1, 0);
+      MPI_Irecv(&ack, 1, MPI_CHAR, 0, tag, m, &reqs[0]);
+      if (!poll(reqs, done, "monitored_barrier")) {
+        drop(reqs, done);
+        throw ftcc::Error("monitored_barrier: rank 0 did not let this rank go within " + std::to_string(ms) +
+                          " ms (rank 0 names the ranks that did not arrive)");
+      }
+    }
+    return at::Tensor();
+  };
+  enqueue(OpType::BARRIER, std::move(k), {})->wait();
 }
 
 // ---- collectives whose result differs per rank --------------------------------------------------

@@ -15,12 +15,24 @@
 // calls of the old generation raise ftcc_torch.RankFailure with the same failed_ranks, and
 // shrink(failed_ranks) returns the backend of the survivors (the next generation); a shrink by
 // other ranks than the agreed ones, or when no rank failed, is refused with one line.
+//
+// torch's reconfigure contract (dist._get_reconfigure_handle, dist._reconfigure; any ftcc group,
+// enable_reconfigure=True or not): a handle names this process ("ftcc:<job rank>:<pid>@<host>");
+// reconfigure(uuid, handles) makes the group those processes, on them alone (disjoint groups may
+// reconfigure at the same time), ranks by position in a list, by job rank in a set. Preconditions:
+// every member passes the same uuid and handles, this process's handle is among them, the uuid
+// was not used by this group before, and no operation of the group is in flight. Refused with one
+// line otherwise. A member that died before or while the group forms fails it on every member
+// with the same error (the failed set is agreed first). Calls in flight when a member of a
+// reconfigured group is lost raise RankFailure (the program reconfigures again). abort() ends the
+// group's calls (each queued one raises) until the next reconfigure.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,6 +68,14 @@ class ProcessGroupFtcc : public c10d::Backend {
   c10::intrusive_ptr<Options> getBackendOptions() override;
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts) override;
+  bool supportsReconfigure() const override { return true; }
+  c10d::ReconfigureHandle get_reconfigure_handle() const override;
+  c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
+  void abort() override;
+  // The reconfigure handles of this group's members that are alive in the job, in rank order:
+  // the handle set ftcc's own agreement gives (after a failure, every survivor gets the same).
+  std::vector<std::string> survivor_handles() const;
+
   std::uint64_t getSequenceNumberForGroup() override { return sequence_.load(); }
   void setSequenceNumberForGroup() override {}
 
@@ -126,6 +146,11 @@ class ProcessGroupFtcc : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // dist.monitored_barrier: rank 0 hears from every rank within opts.timeout, then lets them go;
+  // else it raises naming every rank that did not arrive ("Ranks [2] failed to pass
+  // monitoredBarrier in 2000 ms"), and the others raise when rank 0 does not confirm in time. A
+  // rank that died is a failure like any other (recovered, or RankFailure).
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks = false) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
@@ -141,6 +166,9 @@ class ProcessGroupFtcc : public c10d::Backend {
 
   std::shared_ptr<GroupRunner> runner_;
   int generation_;
+  std::string base_name_;              // the group's name before any reconfigure
+  std::set<std::int64_t> used_uuids_;  // reconfigure's uuids on this group
+  bool aborted_ = false;               // abort() ran; reconfigure clears it
   std::atomic<std::uint64_t> sequence_{0};
 };
 

@@ -66,6 +66,16 @@ class Runtime {
   // (torch calls it on members only). `tag` must be the same on every member and differ between
   // groups made at the same time (torch's group name gives it).
   std::shared_ptr<GroupRunner> create_group(const std::string& name, const std::vector<int>& members);
+  // torch's reconfigure (process_group_ftcc.hpp): the group of the members named (original ranks,
+  // in group-rank order), made by them alone, explicit on failures. The members first meet (each
+  // hears from every other, with the same uuid and member list, within timeout_s: else one
+  // ftcc::Error naming who did not come). A failure met while forming it is recovered first (the
+  // one agreement on who failed), then every member refuses the same way when a member named is
+  // among the failed: one ftcc::Error naming them, never a hang.
+  std::shared_ptr<GroupRunner> reconfigure_group(const std::string& name, const std::vector<int>& members,
+                                                 std::int64_t uuid, double timeout_s);
+  // Original ranks of every process the job started with (alive or not): what a handle may name.
+  int job_size() const { return job_size_; }
   int original_rank() const { return original_rank_; }
   // Original ranks of the processes alive in the job, in the universe's order.
   std::vector<int> universe_members() const;
@@ -103,6 +113,7 @@ class Runtime {
   // A communicator of the members named (original ranks), made on the universe by them alone
   // (MPI_Comm_create_group; sentinel only).
   std::unique_ptr<comm::Communicator> make_communicator(const std::vector<int>& members, const std::string& name);
+  void meet(const std::vector<int>& members, std::int64_t uuid, double timeout_s);  // reconfigure_group's (sentinel)
   template <class F>
   void on_sentinel(F&& f);     // runs f on the sentinel and waits for it (rethrows its exception)
   int leave_alone(const std::string& record, const std::string& why);
@@ -113,6 +124,7 @@ class Runtime {
   std::unique_ptr<recovery::ResilientGroup> universe_;
   std::shared_ptr<GroupRunner> world_;
   int original_rank_ = -1;
+  int job_size_ = 0;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

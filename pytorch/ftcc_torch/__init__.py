@@ -24,7 +24,7 @@ from .sampler import ExactlyOnceSampler
 from .elastic_sampler import ElasticDistributedSampler
 
 __all__ = ["RankFailure", "ExactlyOnceSampler", "ElasticDistributedSampler", "ElasticTrainer", "begin_step", "finish", "recoveries",
-           "set_transparent"]
+           "set_transparent", "survivor_handles"]
 
 
 def _create_backend(dist_opts, backend_opts):
@@ -61,6 +61,19 @@ def set_transparent(on, group=None):
     if b is None:
         raise ValueError("ftcc_torch.set_transparent: the group's backend is not ftcc")
     b.transparent = bool(on)
+
+
+def survivor_handles(group=None):
+    """The reconfigure handles (dist._get_reconfigure_handle) of `group`'s members that are alive
+    in the job, in rank order: after a failure every survivor gets the same list, from ftcc's
+    agreement on who failed, so dist._reconfigure(uuid, ftcc_torch.survivor_handles()) needs no
+    exchange through a store. Every member must still pass the same fresh uuid."""
+    from ._ddp import ftcc_backend
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    b = ftcc_backend(pg)
+    if b is None:
+        raise ValueError("ftcc_torch.survivor_handles: the group's backend is not ftcc")
+    return list(b.survivor_handles())
 
 
 finish = _lifecycle.finish
