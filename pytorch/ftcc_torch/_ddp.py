@@ -7,6 +7,11 @@ group that recovers transparently gets ftcc's hook (pytorch/csrc/ddp_mean_hook.h
 one call that sums and divides by the number of ranks that took part in that very reduction.
 register_comm_hook and _register_builtin_comm_hook keep working: the program's hook then runs in
 place of ftcc's (delegated), and decides the arithmetic itself.
+
+DDP's construction checks the parameters' shapes with an all_gather whose output has one slot per
+rank of the old group: a rank lost during it leaves a call that cannot run again on the survivors.
+On the default group, recovering transparently, the construction is then done again on the
+survivors (dist.shrink_group first), so a program needs no change for a loss at that moment either.
 """
 import weakref
 
@@ -30,6 +35,20 @@ def install():
     if getattr(_DDP._ddp_init_helper, "_ftcc", False):
         return
     init_helper = _DDP._ddp_init_helper
+    ddp_init = _DDP.__init__
+
+    def init(self, module, *args, **kwargs):
+        from ._errors import RankFailure
+        explicit_group = kwargs.get("process_group", args[5] if len(args) > 5 else None)
+        while True:
+            try:
+                return ddp_init(self, module, *args, **kwargs)
+            except RankFailure as e:
+                default = dist.distributed_c10d._get_default_group()
+                backend = ftcc_backend(default)
+                if explicit_group not in (None, default) or backend is None or not backend.transparent:
+                    raise
+                dist.shrink_group(e.failed_ranks)
     register = _DDP.register_comm_hook
     register_builtin = _DDP._register_builtin_comm_hook
 
@@ -64,10 +83,11 @@ def install():
         self._comm_hooks.append((hook, self.process_group))
         _C.delegate_ddp_hook(self.reducer, self.process_group, hook)
 
-    for f, original in ((ddp_init_helper, init_helper), (register_comm_hook, register),
+    for f, original in ((init, ddp_init), (ddp_init_helper, init_helper), (register_comm_hook, register),
                         (_register_builtin_comm_hook, register_builtin)):
         f._ftcc = True
         f.__doc__ = original.__doc__
+    _DDP.__init__ = init
     _DDP._ddp_init_helper = ddp_init_helper
     _DDP.register_comm_hook = register_comm_hook
     _DDP._register_builtin_comm_hook = _register_builtin_comm_hook

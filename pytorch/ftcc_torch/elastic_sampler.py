@@ -147,9 +147,23 @@ class _Plan:
         self.s = sampler
         self.b = b
         self.me = sampler._me()
-        self.members = list(sampler.backend.members)
         self.start = sampler.backend.ddp_progress()[0]  # DDP steps started before this epoch
-        self.seen = len(sampler.backend.recoveries())
+        # The members this epoch starts with are agreed, not read off the clock: a recovery whose
+        # first DDP step without the lost ranks is this epoch's or later (or not known yet) may
+        # have reached this rank before its plan began and another rank's after (the loader's
+        # workers start the plan early): every rank rewinds it and takes it as a change of the
+        # plan (notice()). One that cut an earlier step is every rank's before this plan began.
+        recs = sampler.backend.recoveries()
+        members = list(sampler.backend.members)
+        self.seen = len(recs)
+        for i, rec in enumerate(recs):
+            if rec["transparent"] and (rec["first_ddp_step_without"] < 0 or rec["first_ddp_step_without"] >= self.start):
+                self.seen = i
+                break
+        for rec in recs[self.seen:]:
+            if rec["transparent"]:
+                members = sorted(set(members) | set(rec["failed_original"]))  # the default group's order
+        self.members = members
         self.queue = queue
         self.head = 0       # queue[head:] is not yet taken
         self.blocks = []    # step -> (members, block) as planned

@@ -5,6 +5,8 @@ killed or stopped for real, programs with nothing changed but backend="ftcc".
                           outside 4 s after its group formed: exit 0, every survivor finishes "of 3"
   seed_ddp_kill_at_start  the same, rank 2 SIGKILLed the moment its group formed (inside
                           init_process_group or DDP's construction, which broadcasts the weights)
+  seed_ddp_kill_in_construction  the same, rank 2 dies inside DDP's shape check (an all_gather
+                          that cannot run again): the constructor runs again on the survivors
   seed_ddp_hang           rank 1 SIGSTOPped: the heartbeat fences it (FTCC_HANG_TIMEOUT_S=2)
   seed_linear_rank0       tests/torch/seed_linear.py (gradients averaged by hand with all_reduce
                           and get_world_size()); rank 0 SIGKILLed from outside
@@ -67,6 +69,19 @@ def case_seed_ddp_sigkill():
 
 def case_seed_ddp_kill_at_start():
     seed_case("seed_ddp_kill_at_start", SEED_DDP, 2, delay=0, steps=300)
+
+
+def case_seed_ddp_kill_in_construction():
+    # Rank 2 dies as DDP's constructor all_gathers the parameters' shapes: a call that cannot run
+    # again on the survivors; the constructor runs again on them instead.
+    job = Job(4, [PY, os.path.join(HERE, "ddp_build_kill.py")], env={"STEPS": "200"})
+    rc = job.wait(timeout=240)
+    name = "seed_ddp_kill_in_construction"
+    check(rc == 0, f"{name}: exit 0 (got {rc})")
+    survivors_done(job, name, 3)
+    check(lines_with(job.out, "Traceback") == 0, f"{name}: no traceback")
+    check(lines_with(job.out, "the job finished on 3 of 4 ranks (1 recovery)") == 1,
+          f"{name}: ftcc-run reports the job finished on 3 of 4 ranks")
 
 
 def case_seed_ddp_hang():
