@@ -23,6 +23,8 @@ p.add_argument("--epochs", type=int, default=20)
 p.add_argument("--batch", type=int, default=40, help="global batch (split among the ranks)")
 p.add_argument("--lr", type=float, default=0.05)
 p.add_argument("--deterministic", action="store_true", help="exact-sum gradients: bitwise identical for any rank count")
+p.add_argument("--lr-halve-every", type=int, default=0, metavar="STEPS",
+               help="an LR schedule: halve the learning rate every STEPS applied steps (StepLR; 0: none)")
 p.add_argument("--summary", help="rank 0 writes the run's summary (JSON) here")
 args = p.parse_args()
 
@@ -34,8 +36,11 @@ model = nn.Sequential(nn.Linear(10, 5), nn.Linear(5, 1))
 loss_fn = nn.MSELoss()
 optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
 
+scheduler = torch.optim.lr_scheduler.StepLR(optimizer, args.lr_halve_every, 0.5) if args.lr_halve_every > 0 else None
+
 trainer = ftcc_torch.ElasticTrainer(model, optimizer, load(), global_batch=args.batch, epochs=args.epochs,
-                                    deterministic=args.deterministic, micro_batch=10, summary_path=args.summary)
+                                    deterministic=args.deterministic, micro_batch=10, summary_path=args.summary,
+                                    scheduler=scheduler)
 
 
 def step(model, batch):

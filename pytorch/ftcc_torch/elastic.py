@@ -23,6 +23,10 @@ allreduce) and turned back into float once. The final weights are then bitwise i
 number of ranks and any failures (with torch.set_num_threads(1), so each micro-batch's gradient
 is computed the same way on every rank).
 
+scheduler=: the program's LR scheduler (any torch.optim.lr_scheduler), stepped after every
+applied step (scheduler_interval="step") or epoch ("epoch"); after a recovery it goes on from the
+most advanced survivor's state, so the learning rate at each step is the fault-free run's.
+
 Left out: hot spares and respawned processes (a group only shrinks here), state streaming for
 models that do not fit one pickled broadcast, and datasets that are not indexable tensors.
 """
@@ -43,7 +47,7 @@ from .sampler import ExactlyOnceSampler
 
 class ElasticTrainer:
     def __init__(self, model, optimizer, data, *, global_batch, epochs, seed=0, ddp=True, deterministic=False,
-                 micro_batch=None, log=None, summary_path=None):
+                 micro_batch=None, log=None, summary_path=None, scheduler=None, scheduler_interval="step"):
         if not dist.is_initialized():
             raise RuntimeError("ElasticTrainer: call dist.init_process_group('ftcc') first")
         # The trainer recovers by itself (state from the most advanced survivor, the step redone):
@@ -55,12 +59,21 @@ class ElasticTrainer:
             raise ValueError(f"ElasticTrainer: {len(features)} feature rows but {len(targets)} targets")
         if global_batch <= 0 or epochs <= 0:
             raise ValueError(f"ElasticTrainer: global_batch {global_batch} and epochs {epochs} must be positive")
+        if scheduler_interval not in ("step", "epoch"):
+            raise ValueError(f"ElasticTrainer: scheduler_interval {scheduler_interval!r}: use 'step' (after every "
+                             f"applied step) or 'epoch' (after every epoch)")
+        if scheduler is not None and getattr(scheduler, "optimizer", optimizer) is not optimizer:
+            raise ValueError("ElasticTrainer: the scheduler steps another optimizer than the trainer's")
         if deterministic:
             micro_batch = micro_batch or 1
             if micro_batch <= 0:
                 raise ValueError(f"ElasticTrainer: micro_batch {micro_batch} must be positive")
         self.module = model
         self.optimizer = optimizer
+        # The program's LR scheduler: stepped after every applied step or epoch, its state taken
+        # from the most advanced survivor with the rest, so the schedule goes on where it was.
+        self.scheduler = scheduler
+        self.scheduler_interval = scheduler_interval
         self.x, self.y = features, targets
         self.global_batch = int(global_batch)
         self.epochs = int(epochs)
@@ -123,6 +136,8 @@ class ElasticTrainer:
         dist.all_reduce(counts)
         dist.all_reduce(loss)
         self.optimizer.step()
+        if self.scheduler is not None and self.scheduler_interval == "step":
+            self.scheduler.step()
         # Applied: the step's samples are consumed.
         self.counts += counts
         self.cursor += len(batch)
@@ -192,6 +207,8 @@ class ElasticTrainer:
         self.epoch += 1
         self.cursor = 0
         self.counts.zero_()
+        if self.scheduler is not None and self.scheduler_interval == "epoch":
+            self.scheduler.step()
 
     # ---- recovery ----------------------------------------------------------------------------
     _recovered_at = None
@@ -228,12 +245,15 @@ class ElasticTrainer:
         if me == int(src):
             state[0] = {"model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
                         "epoch": self.epoch, "cursor": self.cursor, "step": self.step, "counts": self.counts,
-                        "losses": self.losses, "checked": self.epochs_checked}
+                        "losses": self.losses, "checked": self.epochs_checked,
+                        "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None}
         dist.broadcast_object_list(state, src=int(src))
         s = state[0]
         if me != int(src):
             self.module.load_state_dict(s["model"])
             self.optimizer.load_state_dict(s["optimizer"])
+            if self.scheduler is not None:
+                self.scheduler.load_state_dict(s["scheduler"])
             self.epoch, self.cursor, self.step = s["epoch"], s["cursor"], s["step"]
             self.counts = s["counts"].clone()
             self.losses, self.epochs_checked = list(s["losses"]), list(s["checked"])
@@ -257,7 +277,8 @@ class ElasticTrainer:
     def _summary(self):
         s = {"ranks": dist.get_world_size(), "epochs": self.epoch, "steps": self.step,
              "final_loss": self.losses[-1] if self.losses else None, "exactly_once": self.epochs_checked,
-             "recoveries": self.recoveries, "state_sha256": self.state_sha256(), "deterministic": self.deterministic}
+             "recoveries": self.recoveries, "state_sha256": self.state_sha256(), "deterministic": self.deterministic,
+             "lr": [g["lr"] for g in self.optimizer.param_groups]}
         if dist.get_rank() == 0 and self.summary_path:
             tmp = self.summary_path + ".tmp"
             with open(tmp, "w") as f:

@@ -15,6 +15,9 @@ summary rank 0 wrote (ranks, recoveries, exactly-once counts per epoch, the weig
                           outside mid-run; every survivor saw the same failed_ranks [2]
   deterministic           torch_ddp.py --deterministic: 2 ranks, 3 ranks, and 4 ranks with a kill
                           end with bitwise-identical weights (SHA-256)
+  lr_schedule             torch_ddp.py --deterministic --lr-halve-every 7 (ElasticTrainer with a
+                          StepLR): 2 ranks, and 4 with a kill inside an allreduce: the same
+                          weights (SHA-256) and the schedule's last lr
   same_failure_everywhere failure_prog.py (DDP, plain loop): every survivor's RankFailure names
                           the same ranks and is a DistBackendError; a shrink by the wrong ranks is
                           refused with one line
@@ -130,6 +133,25 @@ def case_deterministic():
         sums[(n, faults)] = s.get("state_sha256")
     check(len(set(sums.values())) == 1 and None not in sums.values(),
           f"deterministic: the final weights are bitwise identical on 2, 3 and 4-with-a-kill ranks: {set(sums.values())}")
+
+
+def case_lr_schedule():
+    # ElasticTrainer with the program's LR scheduler (StepLR, halved every 7 steps) through a kill
+    # inside a step's allreduce: the schedule goes on from the most advanced survivor, so the
+    # weights are bitwise those of the fault-free run (deterministic) and the last lr is the
+    # schedule's for the number of steps applied.
+    runs = {}
+    for n, faults in ((2, ""), (4, "kill:rank=3:step=15:phase=allreduce")):
+        rc, job, s = ddp(n, faults, extra=("--deterministic", "--lr-halve-every", "7"))
+        check(rc == 0 and exactly_once(s), f"lr_schedule: {n} ranks{' with a kill' if faults else ''}: exit 0, each sample once")
+        runs[n] = s
+    steps = runs[2].get("steps")
+    want = 0.05 * 0.5 ** (steps // 7) if steps else None
+    check(all(r.get("lr") and abs(r["lr"][0] - want) <= 1e-12 * want for r in runs.values()),
+          f"lr_schedule: the last lr is 0.05 * 0.5^({steps} // 7) = {want} on both runs ({[r.get('lr') for r in runs.values()]})")
+    check(len(runs[4].get("recoveries", [])) == 1, "lr_schedule: the 4-rank run recovered once")
+    check(runs[2].get("state_sha256") and runs[2].get("state_sha256") == runs[4].get("state_sha256"),
+          "lr_schedule: the weights are bitwise those of the fault-free run")
 
 
 def case_same_failure_everywhere():
