@@ -116,6 +116,7 @@ class Runtime {
   void meet(const std::vector<int>& members, std::int64_t uuid, double timeout_s);  // reconfigure_group's (sentinel)
   template <class F>
   void on_sentinel(F&& f);     // runs f on the sentinel and waits for it (rethrows its exception)
+  void run_on_sentinel(const std::function<void()>& f);  // the same, for other files of the runtime
   int leave_alone(const std::string& record, const std::string& why);
   void report_job_error(int status, const std::string& line);
   void end_group();            // runners stopped, communicators freed, MPI finalized
