@@ -8,6 +8,7 @@
                rank 2 SIGKILLed from outside mid-run: RankFailure([2]) on every survivor, a
                reconfigure naming rank 2 refused alike on every survivor, survivor_handles() goes
                on with 3; rank 3 dies as a group forms: refused alike, never a hang; exit 0
+  uncaught     a refused reconfigure the program does not catch: exit 4, one job-error line
 
     bench/training/.venv-torch/bin/python tests/torch/reconfigure.py [case ...]
 """
@@ -82,8 +83,17 @@ def case_kill():
           f"kill: the last two go on ({a['phase3']}, {b['phase3']})")
 
 
+def case_uncaught():
+    job = Job(2, [PY, os.path.join(HERE, "reconfigure_prog.py")], env={"UNCAUGHT": "1"})
+    rc = job.wait(timeout=120)
+    check(rc == 4, f"uncaught: a refused reconfigure the program does not catch ends the job with exit 4 (got {rc})")
+    lines = [l for l in job.out.splitlines() if l.startswith("ftcc: job error on rank")]
+    check(len(lines) == 1 and "is not an ftcc handle" in lines[0],
+          f"uncaught: one job-error line naming the refusal ({lines})")
+
+
 if __name__ == "__main__":
-    cases = sys.argv[1:] or ["contract", "kill"]
+    cases = sys.argv[1:] or ["contract", "kill", "uncaught"]
     for c in cases:
         t0 = time.time()
         globals()["case_" + c]()

@@ -44,6 +44,9 @@ def total(value=1.0):
     return t[0].item() if torch.equal(t, t[0].expand(4)) else None
 
 
+if os.environ.get("UNCAUGHT"):  # a program that lets a refused reconfigure leave it: exit 4
+    reconfigure(40, ["gloo:tcp://10.0.0.1:29500"])
+
 # 1. every rank, from ftcc's handle set; then bad input.
 all_handles = ftcc_torch.survivor_handles()
 reconfigure(10, all_handles)
