@@ -27,7 +27,7 @@ void ProcessGroupFtcc::monitoredBarrier(const c10d::BarrierOptions& opts, bool) 
     const int tag = c.next_collective_tag();
     const MPI_Comm m = c.raw();
     const int me = c.rank(), n = c.size();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
     static char token = 0;  // never written: the messages carry nothing
     auto poll = [&](std::vector<MPI_Request>& reqs, std::vector<char>& done, const char* what) {
       for (;;) {
@@ -75,16 +75,27 @@ void ProcessGroupFtcc::monitoredBarrier(const c10d::BarrierOptions& opts, bool) 
         throw ftcc::Error(o.str());
       }
     } else {
-      int rc = MPI_Send(&token, 1, MPI_CHAR, 0, tag, m);
+      // A synchronous send completes once rank 0 has taken it, that is once rank 0 is in the
+      // barrier; rank 0 then decides within `ms`. So this rank waits `ms` for rank 0 to arrive,
+      // then `ms` more (plus the grace) from there for the verdict: a rank on time is never told
+      // "not let go" because its own clock started before rank 0's.
+      std::vector<MPI_Request> sent(1, MPI_REQUEST_NULL);
+      std::vector<char> sent_done(1, 0);
+      int rc = MPI_Issend(&token, 1, MPI_CHAR, 0, tag, m, &sent[0]);
       if (rc != MPI_SUCCESS) comm::throw_mpi_error(rc, m, "monitored_barrier", __FILE__, __LINE__);
+      const std::string late = "monitored_barrier: rank 0 did not let this rank go within " + std::to_string(ms) + " ms";
+      if (!poll(sent, sent_done, "monitored_barrier")) {
+        MPI_Request_free(&sent[0]);  // a send may not be cancelled; it is left to rank 0's queue
+        throw ftcc::Error(late + " (rank 0 did not reach the barrier in that time)");
+      }
       char ack = 0;
       std::vector<MPI_Request> reqs(1, MPI_REQUEST_NULL);
       std::vector<char> done(1, 0);
       MPI_Irecv(&ack, 1, MPI_CHAR, 0, tag, m, &reqs[0]);
+      deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms + std::max<long long>(ms / 2, 200));
       if (!poll(reqs, done, "monitored_barrier")) {
         drop(reqs, done);
-        throw ftcc::Error("monitored_barrier: rank 0 did not let this rank go within " + std::to_string(ms) +
-                          " ms (rank 0 names the ranks that did not arrive)");
+        throw ftcc::Error(late + " (rank 0 names the ranks that did not arrive)");
       }
     }
     return at::Tensor();

@@ -3,7 +3,8 @@
 1. every rank arrives: it passes on every rank (wait_all_ranks False and True);
 2. rank 2 arrives 2.5 s late with a 1 s timeout: rank 0 raises naming rank 2 (torch's words for
    gloo's: "Rank 2 failed to pass monitoredBarrier in 1000 ms"), rank 1 (on time) is let go, rank 2
-   raises because rank 0 did not let it go;
+   raises because rank 0 did not let it go. Rank 0 itself arrives 0.4 s after rank 1, so rank 1's
+   clock starts first: it is still let go (it waits for rank 0's verdict, not its own 1 s);
 3. the group is usable after it: all_reduce gives 1 + 2 + 3 on every rank.
 Exits 1 with a line per failed check.
 """
@@ -35,6 +36,8 @@ for wait_all in (False, True):
 
 if me == 2:
     time.sleep(2.5)
+elif me == 0:
+    time.sleep(0.4)
 err = None
 try:
     dist.monitored_barrier(timeout=timedelta(seconds=1))
