@@ -91,7 +91,13 @@ std::string ShmSegment::name_prefix() {
   std::string dir = job && *job ? job : "";
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   const std::string base = dir.empty() ? "" : dir.substr(dir.find_last_of('/') + 1);
-  return "ftcc-shm." + (base.empty() ? "pid" + std::to_string(::getpid()) : sanitized(base));
+  if (base.empty()) return "ftcc-shm.pid" + std::to_string(::getpid());
+  // The folder's inode number tells apart two jobs whose folders share a name (every test's
+  // job folder is ".../job"): tools/ftcc-run removes only its own job's names.
+  struct stat st {};
+  const std::string ino = ::stat(dir.c_str(), &st) == 0 ? "." + std::to_string(st.st_ino) : "";
+  // At most 64 characters of the name, so that the whole name fits the 128 bytes exchanged.
+  return "ftcc-shm." + sanitized(base.substr(0, 64)) + ino;
 }
 
 std::size_t ShmSegment::slot_bytes_for(int ranks) {

@@ -7,7 +7,7 @@
 // the other collectives). The ranks allgather their host keys (comm/host_identity.hpp's
 // shared_memory_identity, plus FTCC_SHM_GROUP when set: ranks of one host with different values count as different hosts) and
 // group themselves by host; a host is led by its lowest rank. Each leader of a host with several
-// ranks creates a POSIX shared-memory object named after the job (FTCC_JOB_DIR's name, else its
+// ranks creates a POSIX shared-memory object named after the job (FTCC_JOB_DIR's name and inode, else its
 // pid) if /dev/shm has at least twice its size free (its pages are only taken as the collectives
 // touch them: reserving them all cost 13 ms per 40 MiB, at every recovery; a /dev/shm that fills
 // up later would end a rank with SIGBUS); the names are allgathered, every rank maps its host's,
@@ -136,7 +136,8 @@ class ShmSegment {
   // hierarchical ones).
   int hosts() const { return hosts_; }
   // The shared-memory name prefix of this job's segments (tools/ftcc-run removes "/dev/shm/" + it
-  // + "*" after the job): "ftcc-shm." + the job folder's name, else "ftcc-shm.pid<pid>".
+  // + "*" after the job): "ftcc-shm." + the job folder's name (its first 64 characters) + "." + its inode number (two
+  // folders of one name are two jobs), else "ftcc-shm.pid<pid>".
   static std::string name_prefix();
   // Slot bytes for `ranks` ranks: the segment stays within about 48 MiB.
   static std::size_t slot_bytes_for(int ranks);

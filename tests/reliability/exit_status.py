@@ -126,7 +126,7 @@ elif case == "every_rank_killed":
                      *[a for r in range(3) for a in ("--inject", f"kill:rank={r}:step=5")], env={"FTCC_JOB_DIR": job_dir})
     expect(rc, 5, out, line="ftcc-run: every rank was lost before the job finished")
     check(out.count("killed (no record") == 3, "the line says each of the 3 ranks was killed")
-    left = [f for f in os.listdir("/dev/shm") if f.startswith("ftcc-shm.job.")]
+    left = [f for f in os.listdir("/dev/shm") if f.startswith(f"ftcc-shm.job.{os.stat(job_dir).st_ino}.")]
     check(not left, f"nothing of the job's is left in /dev/shm ({left})")
     w.check_kept(new_checkpoints_allowed=False)
 
@@ -135,6 +135,11 @@ elif case == "shm_setup_killed":
     # unlinking it: the survivors see the failure, and ftcc-run removes the name after the job.
     tmp = tempfile.mkdtemp(prefix="ftcc-exit-status-")
     job_dir = os.path.join(tmp, "shmjob")
+    # Another job whose folder has the same name, caught in its own set-up: its object stays.
+    other = os.path.join(tmp, "other", "shmjob")
+    os.makedirs(other)
+    bystander = f"/dev/shm/ftcc-shm.shmjob.{os.stat(other).st_ino}.1.0"
+    open(bystander, "w").close()
     rc, out, _ = job(4, os.path.join(build, "tests", "comm", "comm_collectives_test"),
                      "--gtest_filter=CollectivesKill.ShmSetupRankZeroDies", "--ftcc-expect-killed=1",
                      env={"FTCC_JOB_DIR": job_dir})
@@ -142,8 +147,11 @@ elif case == "shm_setup_killed":
     check(rc == 0, f"ftcc-run exits 0: the test harness's verdict, one death expected (got {rc})")
     check(once(out, "ftcc-run: removed 1 shared-memory object(s)") and "/dev/shm/ftcc-shm.shmjob." in out,
           "ftcc-run removed the object rank 0 left, and said so once")
-    left = [f for f in os.listdir("/dev/shm") if f.startswith("ftcc-shm.shmjob.")]
+    left = [f for f in os.listdir("/dev/shm") if f.startswith("ftcc-shm.shmjob.") and "/dev/shm/" + f != bystander]
     check(not left, f"nothing of the job's is left in /dev/shm ({left})")
+    check(os.path.exists(bystander), f"another job's object, its folder of the same name, is kept ({bystander})")
+    if os.path.exists(bystander):
+        os.remove(bystander)
 
 elif case == "embed_exit_all":
     rc, out, _ = job(3, PROG, "exit-all")
