@@ -40,6 +40,54 @@ def alive(pid):
         return False
 
 
+def descendants(pid):
+    """Every process below `pid` (children first seen first)."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(0), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def stacks(pid, lines=40):
+    """Where process `pid` is: its command, then gdb's C stacks (the top frames of each thread)
+    and, for Python, its Python stack; '(no gdb)' where gdb is missing."""
+    try:
+        with open(f"/proc/{pid}/cmdline") as f:
+            cmd = f.read().replace("\0", " ").strip()
+    except OSError:
+        return f"  pid {pid}: gone"
+    if "python" not in cmd and "ftcc" not in cmd and "_test" not in cmd:
+        return f"  pid {pid}: {cmd[:160]}"
+    try:
+        r = subprocess.run(["gdb", "-p", str(pid), "-batch", "-iex", "add-auto-load-safe-path /",
+                            "-ex", "thread apply all bt 8", "-ex", "py-bt"],
+                           capture_output=True, text=True, timeout=40)
+        # The threads with an ftcc or MPI frame (torch's idle pools left out), then the Python stack.
+        blocks, py = [], []
+        for l in r.stdout.splitlines():
+            if l.startswith("Thread "):
+                blocks.append([l])
+            elif l.startswith("#") and blocks:
+                blocks[-1].append(l)
+            elif l.startswith(("Traceback", "  File", "    ")):
+                py.append(l)
+        got = [l for b in blocks if any(k in x for x in b[1:] for k in ("ftcc", "MPI", "mpi_", "PMPI")) for l in b] + py
+    except (OSError, subprocess.TimeoutExpired) as e:
+        got = [f"(no gdb: {e})"]
+    return f"  pid {pid}: {cmd[:160]}\n" + "\n".join("    " + l[:200] for l in got[-lines * 4:])
+
+
 class Job:
     """A job under tools/ftcc-run with its own job folder; output to a file."""
 
@@ -57,7 +105,19 @@ class Job:
         try:
             rc = self.p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.p.kill()
+            # A hang: say where every process of the job is (a test that hung once must leave
+            # enough behind to find why), then stop all of them, not only ftcc-run (ranks left
+            # running would slow or disturb the next case).
+            print(f"  no exit within {timeout} s: the job's processes' stacks, then every one stopped", flush=True)
+            procs = descendants(self.p.pid)
+            for pid in procs:
+                print(stacks(pid), flush=True)
+            for pid in [self.p.pid] + procs:
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
+            self.p.wait()
             rc = None
         self.seconds = time.time() - self.started
         self.log.seek(0)
