@@ -22,10 +22,11 @@ survivor computes the same plan from the same record, however far ahead its load
 long as that is less than `lookahead` batches (checked: a loader further ahead raises, naming
 lookahead). Steps before c were applied with the lost rank's gradient: its samples there count.
 
-A loss in an epoch's last steps, once the loader has read to the epoch's end (the prefetch: 2 x
-workers batches by default; with num_workers=0, only the last step), leaves no step of that epoch to
-take the lost ranks' runs: they come first in the next epoch (`sampler.carried` counts them), so each
-sample is still used once per pass, the last pass excepted.
+A loss whose step c + lookahead lies past the end of the epoch leaves no step of that epoch that
+every survivor can take the lost ranks' runs in (a loader may have read to the epoch's end before
+the recovery): they come first in the next epoch (`sampler.carried` counts them), so each sample is
+still used once per pass, the last pass excepted. So a smaller lookahead (still more than the
+loader reads ahead: 2 x workers batches by default) re-splits more losses within their epoch.
 
 Limits: one optimizer step per batch (no gradient accumulation with no_sync); the step count of
 the DDP hook is the group's, so one DDP model per group; the last step of an epoch splits what is
@@ -170,14 +171,22 @@ class _Plan:
         self.pending = []   # [effective step, lost ranks, their runs to give back]
         self.log = []
 
-    def notice(self):
-        """Recoveries since the last look: each becomes a pending change."""
+    def notice(self, final=False):
+        """Recoveries since the last look: each becomes a pending change. One whose first step
+        without the lost ranks is not known yet (no DDP step was submitted since) waits, with those
+        after it: every rank takes the same step, never its own progress, which differs between
+        ranks by the step in flight. After the epoch's last step (final) every step has run here
+        and on every survivor, so the progress is the same everywhere."""
         recs = self.s.backend.recoveries()
         k = len(self.blocks)
-        for rec in recs[self.seen:]:
+        for i, rec in enumerate(recs[self.seen:], start=self.seen):
             if not rec["transparent"]:
+                self.seen = i + 1
                 continue
             cut = rec["first_ddp_step_without"]
+            if cut < 0 and not final:
+                return
+            self.seen = i + 1
             c = min(max((cut if cut >= 0 else self.s.backend.ddp_progress()[0]) - self.start, 0), k)
             lost = set(rec["failed_original"])
             eff = c + self.s.lookahead
@@ -191,11 +200,12 @@ class _Plan:
                 old_members, block = self.blocks[step]
                 back.extend(_runs_of(block, old_members, lost, self.b))
             self.pending.append([eff, lost, back])
-        self.seen = len(recs)
 
     def apply_due(self, k):
-        # A change takes effect at its step, or at once when the queue runs out before it.
-        while self.pending and (self.pending[0][0] <= k or self.head >= len(self.queue)):
+        # A change takes effect at its step. One whose step lies past the end of the queue is
+        # carried into the next epoch (finish): a rank whose loader had read to the epoch's end
+        # before the recovery cannot take it in this epoch, so no rank does.
+        while self.pending and self.pending[0][0] <= k:
             _, lost, back = self.pending.pop(0)
             self.members = [m for m in self.members if m not in lost]
             self.queue = back + self.queue[self.head:]
@@ -203,7 +213,7 @@ class _Plan:
 
     def finish(self):
         """After the epoch's last step: the runs of ranks lost too late to be re-split in it."""
-        self.notice()
+        self.notice(final=True)
         out = [i for p in self.pending for i in p[2]] + self.queue[self.head:]
         self.pending = []
         return out

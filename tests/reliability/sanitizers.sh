@@ -18,7 +18,8 @@
 #          Reports inside the MPI runtime's own libraries only are suppressed
 #          (tests/reliability/tsan.supp); a report with an ftcc frame fails the test.
 #
-# Environment: FTCC_JOBS=N (ninja -jN, default 1), FTCC_SAN_BUILD=DIR (build folder).
+# Environment: FTCC_JOBS=N (ninja -jN, default 1), FTCC_SAN_BUILD=DIR (build folder),
+# FTCC_SAN_PROCS=N (asan: multi-rank tests run at once, default 2).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 mode=${1:?usage: sanitizers.sh asan|tsan [meson test args]}
@@ -54,8 +55,9 @@ case "$mode" in
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
       meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --logbase asan-single \
       --timeout-multiplier 3 "${single[@]}" "$@" || status=$?
+    # Two at a time, as the normal suite runs (17 min one at a time on 2 cores, CI's longest part).
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-      meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 --logbase asan-mpi \
+      meson test -C "$build" --no-rebuild --print-errorlogs --num-processes "${FTCC_SAN_PROCS:-2}" --logbase asan-mpi \
       --suite mpi --no-suite reliability --no-suite torch \
       --timeout-multiplier 3 "$@" || status=$?
     # The simulated hosts (root; skipped without): the partitioned minority, a stopped host woken

@@ -31,7 +31,7 @@ def tagged(job, tag):
 
 def case_contract():
     job = Job(3, [PY, os.path.join(HERE, "reconfigure_contract.py")])
-    rc = job.wait(timeout=240)
+    rc = job.wait(timeout=150)  # about 8 s
     res = {r["rank"]: r for r in tagged(job, "CONTRACT")}
     check(rc == 0 and sorted(res) == [0, 1, 2], f"contract: exit 0, every rank reported (got {rc}, {sorted(res)})")
     for r, x in sorted(res.items()):
