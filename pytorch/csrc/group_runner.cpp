@@ -278,20 +278,24 @@ void GroupRunner::execute(OpTask& t) {
     const Verdict v = classify(std::current_exception());
     if (v.kind == Verdict::fault) {
       on_fault(t, v.message);
-    } else if (v.kind == Verdict::call_error) {
-      answer(t, std::current_exception());  // bad use, found before any message: the group is intact
     } else {
-      // A deadline or a broken communicator: the group cannot go on (runtime.hpp: fatal).
-      Failure f;
-      f.fatal = true;
-      f.message = name_ + ": " + v.message;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!fatal_) fatal_ = f;
-      }
-      answer(t, Runtime::error_for(f));
+      answer(t, error_after(v, std::current_exception()));
     }
   }
+}
+
+std::exception_ptr GroupRunner::error_after(const Verdict& v, std::exception_ptr e) {
+  if (v.kind == Verdict::call_error) return e;  // bad use, found before any message: the group is intact
+  // A deadline or a broken communicator: the group cannot go on (runtime.hpp: fatal), whether
+  // the call ran here or was polled in flight.
+  Failure f;
+  f.fatal = true;
+  f.message = name_ + ": " + v.message;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!fatal_) fatal_ = f;
+  }
+  return Runtime::error_for(f);
 }
 
 void GroupRunner::finish_collective(OpTask& t, const at::Tensor& result) {
@@ -322,7 +326,7 @@ void GroupRunner::poll_in_flight() {
         rt_.request_recovery(name_ + ": " + f.task.name + ": " + v.message);
         return;  // answered by the reconciliation (point-to-point in flight: RankFailure)
       }
-      error = std::current_exception();
+      error = error_after(v, std::current_exception());
       done = true;
     }
     if (!done) {

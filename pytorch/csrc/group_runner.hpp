@@ -41,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "failure_verdict.hpp"
 #include "group_failure.hpp"
 #include "op_task.hpp"
 
@@ -138,6 +139,11 @@ class GroupRunner {
   void execute(OpTask& t);
   void finish_collective(OpTask& t, const at::Tensor& result);
   void on_fault(OpTask& t, const std::string& cause);
+  // The error a caller gets for a call that failed with `e` but no fault (classify's verdict
+  // `v`): the call's own error when the call was wrong; otherwise the group is marked fatal
+  // (a deadline, a broken communicator) and the fatal error is returned. One rule for calls run
+  // here and point-to-point calls polled in flight.
+  std::exception_ptr error_after(const Verdict& v, std::exception_ptr e);
   void poll_in_flight();
   void reconcile(Resume r);
   void answer(OpTask& t, std::exception_ptr e, const at::Tensor& result = {});

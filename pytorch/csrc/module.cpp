@@ -85,6 +85,7 @@ PYBIND11_MODULE(_C, m) {
       py::arg("rank"), py::arg("size"), py::arg("timeout_s"), py::arg("group_name"), py::arg("global_ranks"),
       py::call_guard<py::gil_scoped_release>());
   m.def("started", [] { return Runtime::existing() != nullptr; });
+  m.def("settings_error", [] { return Runtime::settings_error(); });
   m.def("original_rank", [] {
     Runtime* rt = Runtime::existing();
     return rt ? rt->original_rank() : -1;

@@ -17,6 +17,7 @@
 #include "ftcc/comm/ulfm.hpp"
 #include "ftcc/recovery/fault_spec.hpp"
 #include "ftcc/recovery/generation_fence.hpp"
+#include "ftcc/recovery/group_environment.hpp"
 #include "ftcc/recovery/quorum_lost.hpp"
 #include "ftcc/recovery/resilient_group.hpp"
 #include "rank_failure.hpp"
@@ -80,6 +81,21 @@ std::string rank_list(const std::vector<int>& ranks) {
 void Runtime::say(const std::string& line) {
   std::fprintf(stderr, "ftcc: %s\n", line.c_str());
   std::fflush(stderr);
+}
+
+std::string Runtime::settings_error() {
+  try {
+    hang_timeout();
+    faults_from_env();
+    if (std::getenv("FTCC_COMM_TIMEOUT_S")) comm::default_timeout_s();
+    recovery::GroupEnvironment::read();
+  } catch (const ftcc::Error& e) {
+    // One line: a fault spec's error adds the grammar on lines of their own.
+    const std::string what = e.what();
+    const auto nl = what.find('\n');
+    return nl == std::string::npos ? what : what.substr(0, nl) + " (the grammar: recovery/fault_spec.hpp)";
+  }
+  return {};
 }
 
 Runtime& Runtime::start(double timeout_s) {

@@ -57,6 +57,10 @@ class Runtime {
   // collective over MPI_COMM_WORLD). Throws ftcc::Error with one line when it cannot (no ULFM, a
   // bad FTCC_* setting, a launch that is not an MPI job). timeout_s: the torch timeout.
   static Runtime& start(double timeout_s);
+  // What is wrong with the FTCC_* settings (hang and call timeouts, ULFM timeout, faults), one
+  // line; empty when nothing. Reads the environment only (no MPI): checked before MPI starts, so
+  // a bad setting is a configuration error (exit 2), not a rank that never joined.
+  static std::string settings_error();
   double timeout_s() const { return timeout_s_; }
   static Runtime* existing();
 

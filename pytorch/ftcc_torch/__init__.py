@@ -30,8 +30,24 @@ __all__ = ["RankFailure", "ExactlyOnceSampler", "ElasticDistributedSampler", "El
 def _create_backend(dist_opts, backend_opts):
     # ftcc's groups are the MPI job's; the store serves torch's own bookkeeping.
     del backend_opts
+    if not _C.started():
+        _refuse_bad_settings()
     return _C.create_backend(dist_opts.group_rank, dist_opts.group_size, dist_opts.timeout.total_seconds(),
                              dist_opts.group_id, list(dist_opts.global_ranks_in_group))
+
+
+def _refuse_bad_settings():
+    # A bad FTCC_* setting is a configuration error, as ftcc-train's bad flags are: exit 2 with
+    # one line, before MPI starts (every rank reads the same environment under ftcc-run; rank 0
+    # says why, the others leave quietly with the same status).
+    import os
+    import sys
+    why = _C.settings_error()
+    if why:
+        rank = os.environ.get("OMPI_COMM_WORLD_RANK", "0")
+        if rank == "0":
+            print(f"ftcc: configuration error on rank {rank}: {why}", file=sys.stderr, flush=True)
+        raise SystemExit(2)
 
 
 def begin_step(step):

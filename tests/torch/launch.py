@@ -3,6 +3,9 @@
   nproc_per_node    tools/ftcc-run --nproc-per-node 2 seed_ddp.py (a .py runs under FTCC_PYTHON)
   python_m_run      python -m ftcc_torch.run --nproc_per_node=2 --standalone seed_ddp.py
   bad_flags         --nproc-per-node x, --nnodes 2, a flag where the program goes: exit 2, one line
+  bad_settings      FTCC_HANG_TIMEOUT_S=abc, FTCC_FAULTS=bogus, FTCC_COMM_TIMEOUT_S=0,
+                    FTCC_ULFM_TIMEOUT_S=-1 on 2 ranks: exit 2, one line naming the setting, no
+                    traceback (were: exit 1 or 7, a 15-line traceback per rank)
   pip_without_wheel pytorch/setup.py, as pip runs it (bdist_wheel), in a plain Debian venv without
                     the `wheel` package: one line saying what to install
 
@@ -46,6 +49,18 @@ def case_bad_flags():
         rc, out = run([RUN, *args])
         check(rc == 2 and says in out and len(out.strip().splitlines()) == 1,
               f"bad_flags: {' '.join(args[:2])}: exit 2 and one line saying '{says}' (got {rc})")
+
+
+def case_bad_settings():
+    for env, says in (({"FTCC_HANG_TIMEOUT_S": "abc"}, "FTCC_HANG_TIMEOUT_S='abc'"),
+                      ({"FTCC_FAULTS": "bogus"}, "bad fault spec 'bogus'"),
+                      ({"FTCC_COMM_TIMEOUT_S": "0"}, "FTCC_COMM_TIMEOUT_S='0'"),
+                      ({"FTCC_ULFM_TIMEOUT_S": "-1"}, "FTCC_ULFM_TIMEOUT_S='-1'")):
+        rc, out = run([RUN, "-n", "2", PY, SEED], env=env)
+        lines = [l for l in out.splitlines() if l.strip()]
+        check(rc == 2 and len(lines) == 1 and lines[0].startswith("ftcc: configuration error on rank 0: ")
+              and says in lines[0] and "Traceback" not in out,
+              f"bad_settings {env}: exit 2, one line naming it (got {rc}, {lines[:4]})")
 
 
 def case_pip_without_wheel():
