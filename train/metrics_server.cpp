@@ -5,6 +5,8 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
+#include <list>
 #include <sstream>
 #include <thread>
 
@@ -17,6 +19,9 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+
+constexpr std::size_t kMaxConnections = 16;
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 
 }  // namespace
 
@@ -68,11 +73,22 @@ struct MetricsServer::Impl {
   TrainingMetrics metrics;
   std::atomic<std::uint64_t> served{0}, bad{0};
 
+  asio::steady_timer backoff{io};
+
   void accept() {
     acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
       if (ec == asio::error::operation_aborted) return;
-      if (!ec) serve(std::make_shared<tcp::socket>(std::move(socket)));
-      accept();
+      if (!ec) {
+        serve(std::make_shared<tcp::socket>(std::move(socket)));
+        accept();
+        return;
+      }
+      // Out of descriptors (EMFILE, ENFILE) or another error: try again later, not at once (an
+      // immediate retry fails again and spins a core).
+      backoff.expires_after(kAcceptBackoff);
+      backoff.async_wait([this](beast::error_code e) {
+        if (e != asio::error::operation_aborted) accept();
+      });
     });
   }
 
@@ -83,12 +99,27 @@ struct MetricsServer::Impl {
     http::response<http::string_body> res;
     explicit Conn(tcp::socket s) : stream(std::move(s)) { parser.header_limit(8192); }
   };
+  // The open connections, oldest first: at most kMaxConnections; a new one closes the oldest, so
+  // idle clients cannot hold the process's descriptors (which a checkpoint needs) or keep a
+  // scraper out.
+  std::list<std::weak_ptr<Conn>> open;
 
   void serve(std::shared_ptr<tcp::socket> socket) {
     auto c = std::make_shared<Conn>(std::move(*socket));
+    open.remove_if([](const std::weak_ptr<Conn>& w) { return w.expired(); });
+    while (open.size() >= kMaxConnections) {
+      if (auto old = open.front().lock()) {
+        beast::error_code ignored;
+        old->stream.socket().close(ignored);  // its pending read or write ends (operation_aborted)
+      }
+      open.pop_front();
+    }
+    open.push_back(c);
     c->stream.expires_after(std::chrono::seconds(5));
     http::async_read(c->stream, c->buffer, c->parser, [this, c](beast::error_code ec, std::size_t) {
-      if (ec == http::error::end_of_stream || ec == beast::error::timeout) return;
+      if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+          !c->stream.socket().is_open())
+        return;
       if (ec) {
         ++bad;
         respond(c, http::status::bad_request, "bad request\n", 11);
@@ -143,6 +174,7 @@ MetricsServer::MetricsServer(const std::string& bind_address, std::uint16_t port
 MetricsServer::~MetricsServer() {
   asio::post(impl_->io, [this] {
     beast::error_code ignored;
+    impl_->backoff.cancel();
     impl_->acceptor.close(ignored);
     impl_->io.stop();
   });

@@ -3,8 +3,9 @@
 //   GET /metrics  -> 200, text/plain; version=0.0.4, the current values
 //   other paths   -> 404; other methods -> 405; anything unparsable -> 400 (connection closed)
 // Runs on its own thread with its own io_context; one request per connection, bounded request
-// size (8 KiB) and a 5 s read deadline, so a slow or hostile client cannot stall or crash the
-// job. Binds to 127.0.0.1 unless told otherwise. Port 0 picks a free port (see port()).
+// size (8 KiB), a 5 s deadline, at most 16 connections open (a new one closes the oldest) and a
+// 100 ms pause after a failed accept (out of descriptors), so a slow or hostile client cannot
+// stall the job, spin a core or take the descriptors a checkpoint needs. Binds to 127.0.0.1 unless told otherwise. Port 0 picks a free port (see port()).
 #pragma once
 
 #include <cstdint>
