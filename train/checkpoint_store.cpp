@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <regex>
 #include <vector>
 
@@ -293,8 +294,28 @@ std::string data_file_refusal(const fs::path& meta, const std::string& file, std
   return "";
 }
 
-// Reads and verifies one record (format, record digest, data file, its SHA-256); returns what it
-// says, or nothing after calling skip(why).
+// The metadata of a safetensors file (its header's "__metadata__"), read from the header alone;
+// empty when the file has none or cannot be read (the SHA-256 check then decides).
+std::map<std::string, std::string> data_file_metadata(const std::string& path) {
+  std::map<std::string, std::string> out;
+  std::ifstream in(path, std::ios::binary);
+  unsigned char len[8] = {};
+  if (!in.read(reinterpret_cast<char*>(len), 8)) return out;
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+  if (n == 0 || n > (100u << 20)) return out;
+  std::string header(static_cast<std::size_t>(n), '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(n))) return out;
+  const auto j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("__metadata__") || !j["__metadata__"].is_object()) return out;
+  for (const auto& [k, v] : j["__metadata__"].items())
+    if (v.is_string()) out[k] = v.get<std::string>();
+  return out;
+}
+
+// Reads and verifies one record (format, record digest, data file, its SHA-256, the step and
+// configuration the data file itself holds); returns what it says, or nothing after calling
+// skip(why).
 std::optional<ReadRecord> read_record(const fs::path& m, const Notes& skip) {
   ReadRecord r;
   try {
@@ -330,6 +351,19 @@ std::optional<ReadRecord> read_record(const fs::path& m, const Notes& skip) {
     }
     if (file_sha256(info.path) != j.at("sha256").get<std::string>()) {
       skip("checksum mismatch: " + info.path + " is corrupt or truncated");
+      return std::nullopt;
+    }
+    // The data file (verified above) records its step and configuration too: a record of the
+    // older format, which has no digest, cannot claim another step (a record downgraded to that
+    // format and its step edited trained 2,100 steps fewer, with exit 0).
+    const auto meta = data_file_metadata(info.path);
+    if (const auto it = meta.find("step"); it != meta.end() && it->second != std::to_string(info.step())) {
+      skip("its record says step " + std::to_string(info.step()) + " but its data file holds step " + it->second +
+           " (edited?)");
+      return std::nullopt;
+    }
+    if (const auto it = meta.find("config_hash"); it != meta.end() && it->second != info.config_hash) {
+      skip("its record's config_hash differs from its data file's (edited?)");
       return std::nullopt;
     }
   } catch (const std::exception& e) {

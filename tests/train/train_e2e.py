@@ -545,6 +545,21 @@ def resume_config():
         check("records no configuration" in p.stderr and "is of the older format ftcc-train-checkpoint-1" in p.stderr
               and s["steps"] == 40 and s["samples_seen"] == full["samples_seen"],
               "old checkpoint without a configuration: resumed, with notes that it could not be checked")
+        # A record downgraded to the older format (no digest) whose step was edited: the data file
+        # holds its own step, so the record is skipped and the run resumes from the one before
+        # (it resumed from the edited step, training 15 steps fewer, exit 0).
+        ck_edit = os.path.join(d, "ck-edited")
+        shutil.copytree(ck_old, ck_edit)
+        path = os.path.join(ck_edit, "ckpt-0000000020.json")
+        m = json.load(open(path))
+        m["step"] = 35
+        with open(path, "w") as fh:
+            json.dump(m, fh, indent=1)
+        s, p = run(2, *model, "--steps", "40", "--resume", ck_edit)
+        check("its record says step 35 but its data file holds step 20" in p.stderr and "ckpt-0000000010" in p.stderr
+              and s["steps"] == 40 and s["samples_seen"] == full["samples_seen"],
+              f"old-format record with an edited step: skipped, resumed from step 10 and trained to 40 "
+              f"({s['steps']} steps, samples_seen {s['samples_seen']})")
 
 def optimizer_defaults():
     # --optimizer adamw without --weight-decay is PyTorch's AdamW (weight decay 0.01), not Adam.
