@@ -57,7 +57,11 @@ void write_atomically(const std::string& name, const std::string& text, bool onc
   char host[64] = {0};
   gethostname(host, sizeof host - 1);
   const std::string tmp = final_path + ".tmp." + host + "." + std::to_string(getpid()) + "." + std::to_string(writes++);
-  FILE* f = std::fopen(tmp.c_str(), "w");
+  // A new file, never one found at that name (O_EXCL), and never through a symlink planted there
+  // (O_NOFOLLOW): what is written lands in this job's folder only.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  FILE* f = fd >= 0 ? ::fdopen(fd, "w") : nullptr;
+  if (fd >= 0 && !f) ::close(fd);
   bool ok = f && std::fputs(text.c_str(), f) >= 0;
   if (f) ok = std::fclose(f) == 0 && ok;
   if (ok && once) {
@@ -120,7 +124,7 @@ void on_crash(int sig) {
   n = put(line, n, sizeof line, "\n");
   if (write(STDERR_FILENO, line, n) < 0) { /* nothing more to do in a signal handler */ }
   if (g_crash_path[0]) {
-    const int fd = open(g_crash_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int fd = open(g_crash_path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd >= 0) {
       char rec[64];
       size_t m = put(rec, 0, sizeof rec, signal_name(sig));

@@ -11,7 +11,8 @@ a job that failed never exits 0, the job folder is the job's own.
                      theirs and leave; exit 7 (mpirun's own status is 0), one line naming rank 2
   job_dir            FTCC_JOB_DIR: a folder that does not exist is created and the job's status
                      counts (every rank killed: 5, not 0); a reused one is refused (2) before
-                     mpirun starts, its records untouched; one that cannot be written: 2
+                     mpirun starts, its records untouched; one that cannot be written: 2; one
+                     writable by others, or owned by another user: 2, one line, nothing written
   sigterm            SIGTERM to ftcc-run mid-run: exit 143, one line, no rank left running
   stopped_no_heartbeat  --hang-timeout 0 (no heartbeat) and a stopped rank: the others' collective
                      times out (FTCC_COMM_TIMEOUT_S=3), they fence the stopped host-mate and leave:
@@ -101,6 +102,20 @@ def case_job_dir():
     rc = job.wait(timeout=60)
     check(rc == 2, f"job dir unwritable: refused with status 2 (got {rc})")
     check(lines_with(job.out, "cannot create the job folder") == 1, "job dir unwritable: one line says why")
+    # Folders another user can write: one writable by all, one owned by another user (nobody),
+    # both empty. Refused before mpirun starts (an outcome planted there was taken as the job's).
+    for what, mode, owner, says in (("writable by others", 0o777, None, "writable by its group or by others (mode 777)"),
+                                    ("owned by another user", 0o755, 65534, "owned by uid 65534")):
+        folder = tempfile.mkdtemp(prefix="ftcc-jobdir-foreign-")
+        os.chmod(folder, mode)
+        if owner is not None:
+            if os.geteuid() != 0:
+                continue  # only root can give a folder away
+            os.chown(folder, owner, -1)
+        job = Job(2, [PROG, "5", "10", progress_file()], job_dir=folder)
+        rc = job.wait(timeout=60)
+        check(rc == 2 and lines_with(job.out, says) == 1 and not os.listdir(folder),
+              f"job dir {what}: refused with status 2 and one line, nothing written (got {rc})")
 
 
 def case_sigterm():
