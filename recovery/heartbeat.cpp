@@ -141,8 +141,13 @@ struct Heartbeat::Impl {
   }
 
   // The minima this rank reports.
-  void minima(const MuHeld&, Header& h) const {
+  void minima(const MuHeld& held, Header& h) const {
     const std::uint32_t own = progress.load(std::memory_order_relaxed);
+    // Only ranks heard within the last 3 periods count: a rank killed a while ago keeps its last
+    // count here until it is suspected, and would be named as the one behind ("it still
+    // heartbeats") instead of the real laggard.
+    const auto fresh_since = Clock::now() - 3 * opt.period;
+    auto fresh = [&](int r) { return heard(held, r) >= fresh_since; };
     h.progress = own;
     h.host_min = own, h.host_min_rank = static_cast<std::uint32_t>(my_rank);
     auto lower = [](std::uint32_t& v, std::uint32_t& who, std::uint32_t cand, std::uint32_t cand_who) {
@@ -150,13 +155,16 @@ struct Heartbeat::Impl {
     };
     if (links.speaker) {
       for (int r : links.watch_ranks)  // the host's ranks, by their own counts
-        if (auto it = progress_of.find(r); it != progress_of.end()) lower(h.host_min, h.host_min_rank, it->second.own, static_cast<std::uint32_t>(r));
+        if (auto it = progress_of.find(r); it != progress_of.end() && fresh(r))
+          lower(h.host_min, h.host_min_rank, it->second.own, static_cast<std::uint32_t>(r));
       h.job_min = h.host_min, h.job_min_rank = h.host_min_rank;
       for (const auto& [r, p] : progress_of)  // other hosts' speakers: their host minima
-        if (!std::count(links.watch_ranks.begin(), links.watch_ranks.end(), r)) lower(h.job_min, h.job_min_rank, p.host_min, p.host_min_rank);
+        if (!std::count(links.watch_ranks.begin(), links.watch_ranks.end(), r) && fresh(r))
+          lower(h.job_min, h.job_min_rank, p.host_min, p.host_min_rank);
     } else {
       h.job_min = own, h.job_min_rank = h.host_min_rank;
-      for (const auto& [r, p] : progress_of) lower(h.job_min, h.job_min_rank, p.job_min, p.job_min_rank);  // my speakers
+      for (const auto& [r, p] : progress_of)  // my speakers
+        if (fresh(r)) lower(h.job_min, h.job_min_rank, p.job_min, p.job_min_rank);
     }
   }
 

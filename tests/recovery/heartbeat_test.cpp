@@ -323,6 +323,24 @@ TEST(Heartbeat, ARankBehindIsSeenFromEveryRank) {
   EXPECT_EQ(c.beats[7]->peer_behind(10), -1);
 }
 
+// A rank gone silent (killed, not yet suspected: a long timeout here) is not named as the one
+// behind, however low its last count: the live laggard is (the deadline's line named a rank
+// SIGKILLed seconds earlier, "it still heartbeats").
+TEST(Heartbeat, ASilentRankIsNotNamedAsBehind) {
+  fr::HeartbeatOptions o = fast(false);
+  o.timeout = 10s;
+  Cluster c(1, 3, o);
+  for (auto& b : c.beats) b->set_progress(10);
+  c.beats[2]->set_progress(3);
+  c.start(25);
+  ASSERT_TRUE(wait_until([&] { return c.beats[0]->peer_behind(10) == 2; }, 2000ms)) << c.beats[0]->peer_behind(10);
+  c.beats[2]->stop();
+  c.beats[1]->set_progress(5);
+  ASSERT_TRUE(wait_until([&] { return c.beats[0]->peer_behind(10) == 1; }, 2000ms))
+      << "rank 0 names rank " << c.beats[0]->peer_behind(10) << ", silent for 2 s";
+  EXPECT_TRUE(c.beats[0]->suspected().empty()) << "nobody suspected yet: only the silence decides";
+}
+
 TEST(Heartbeat, NeverFencesARecycledPid) {
   // A record whose start time does not match the live process must not be killed.
   const auto secret = fr::Heartbeat::random_secret();
