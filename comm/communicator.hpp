@@ -53,6 +53,10 @@ using ReceiveHook = std::function<void(const char* op, int tag, void* buf, std::
 // is not a number in that range throws ftcc::InvalidArgument naming the variable and the range.
 inline constexpr double kMinTimeoutS = 0.001, kMaxTimeoutS = 1e6;
 double default_timeout_s();
+// Checks FTCC_SHM_BACKING (memfd, the default, or posix: comm/shm_segment.hpp): throws
+// ftcc::InvalidArgument naming the value when it is neither. A communicator's shared-memory
+// set-up refuses such a value on every rank; a launcher checks it before MPI starts.
+void check_shm_backing_setting();
 // Collectives and point-to-point waits of this process in progress now. Progress watchdogs
 // (recovery/progress_watchdog.hpp) do not count time spent waiting for peers: the deadlines
 // above bound that.

@@ -45,13 +45,60 @@ struct Mapping {
   void* base = MAP_FAILED;
   std::size_t bytes = 0;
   std::string unlink_name;
-  ~Mapping() {
+  int memfd = -1;  // a leader's memory file, open until every rank has mapped it
+  // Ends what the name or the descriptor still holds (every rank has mapped its own, or given up).
+  void release() {
     if (!unlink_name.empty()) ::shm_unlink(unlink_name.c_str());
+    unlink_name.clear();
+    if (memfd >= 0) ::close(memfd);
+    memfd = -1;
+  }
+  void unmap() {
     if (base != MAP_FAILED) ::munmap(base, bytes);
+    base = MAP_FAILED;
+  }
+  ~Mapping() {
+    release();
+    unmap();
   }
 };
 
-// Rank 0: creates, sizes and reserves the object. Returns the mapping's address or MAP_FAILED.
+// How a host's segment is backed (FTCC_SHM_BACKING). memfd, the default: an anonymous memory file
+// (memfd_create) that the other ranks open through /proc/<leader's pid>/fd/<fd>. Its pages come
+// from the kernel's internal tmpfs, not /dev/shm, so a /dev/shm that fills up later (DataLoader
+// workers do that) cannot take them, and it never has a name to leave behind. posix: a named
+// object in /dev/shm whose pages are all reserved at set-up (posix_fallocate: a full /dev/shm is
+// refused there, cleanly, instead of a SIGBUS in a collective later); the fallback when the memfd
+// cannot be shared (another pid namespace, a non-dumpable process, /proc hidden).
+enum class Backing : char { memfd = 0, posix = 'P', invalid = 'X' };
+
+Backing backing_setting() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; nothing in ftcc calls setenv
+  const char* b = std::getenv("FTCC_SHM_BACKING");
+  if (b == nullptr || *b == '\0' || std::string(b) == "memfd") return Backing::memfd;
+  return std::string(b) == "posix" ? Backing::posix : Backing::invalid;
+}
+
+constexpr char kMemfdTag[] = "memfd:";
+
+// A leader: creates and sizes an anonymous memory file and maps it. Returns the mapping's address
+// (MAP_FAILED on error, with `error` set); `fd` stays open until every rank has mapped it.
+void* create_memfd(std::size_t bytes, int& fd, std::string& error) {
+  fd = ::memfd_create("ftcc-shm", MFD_CLOEXEC);
+  if (fd < 0) {
+    error = std::string("memfd_create: ") + std::strerror(errno);
+    return MAP_FAILED;
+  }
+  void* p = MAP_FAILED;
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0)
+    error = std::string("ftruncate: ") + std::strerror(errno);
+  else if ((p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+    error = std::string("mmap: ") + std::strerror(errno);
+  return p;
+}
+
+// A leader: creates, sizes and reserves a named object in /dev/shm. Returns the mapping's address
+// or MAP_FAILED.
 void* create_object(const std::string& name, std::size_t bytes, std::string& error) {
   const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
@@ -60,10 +107,13 @@ void* create_object(const std::string& name, std::size_t bytes, std::string& err
   }
   void* p = MAP_FAILED;
   struct statvfs fs{};
+  int rc = 0;
   if (::fstatvfs(fd, &fs) == 0 && static_cast<std::size_t>(fs.f_bavail) * fs.f_frsize < 2 * bytes) {
     error = "/dev/shm has less than twice that free";
   } else if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     error = std::string("ftruncate: ") + std::strerror(errno);
+  } else if ((rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes))) != 0) {
+    error = std::string("reserving its pages: ") + std::strerror(rc);
   } else {
     p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) error = std::string("mmap: ") + std::strerror(errno);
@@ -72,13 +122,31 @@ void* create_object(const std::string& name, std::size_t bytes, std::string& err
   return p;
 }
 
-void* open_object(const std::string& name, std::size_t bytes) {
-  const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
-  if (fd < 0) return MAP_FAILED;
+// The other ranks of a host: map what its leader made, if it has `bytes`. `where` is
+// "memfd:<pid>:<fd>" or a name in /dev/shm. Returns MAP_FAILED, with `error` set, on failure.
+void* open_object(const std::string& where, std::size_t bytes, std::string& error) {
+  int fd = -1;
+  if (where.rfind(kMemfdTag, 0) == 0) {
+    long pid = 0, leader_fd = 0;
+    if (std::sscanf(where.c_str() + sizeof kMemfdTag - 1, "%ld:%ld", &pid, &leader_fd) != 2) {
+      error = "not a memory file's address";
+      return MAP_FAILED;
+    }
+    const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(leader_fd);
+    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  } else {
+    fd = ::shm_open(where.c_str(), O_RDWR, 0600);
+  }
+  if (fd < 0) {
+    error = std::strerror(errno);
+    return MAP_FAILED;
+  }
   struct stat st{};
   void* p = MAP_FAILED;
-  if (::fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) == bytes)
-    p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != bytes)
+    error = "not of the size the leader made";
+  else if ((p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+    error = std::string("mmap: ") + std::strerror(errno);
   ::close(fd);
   return p;
 }
@@ -145,19 +213,30 @@ std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
 
   // 1. The hosts. Every rank compares the same list, so every rank reaches the same answer (a
   // rank with FTCC_SHM=0 takes part too, with a key that says so: then nobody uses shared memory).
+  // The key's last byte is the rank's FTCC_SHM_BACKING: posix on any rank makes every host use
+  // named objects; a value that is neither is refused on every rank.
   constexpr char kOff[] = "FTCC_SHM=0";
+  constexpr std::size_t kIdBytes = kKeyBytes - 1;
   std::array<char, kKeyBytes> key{};
   std::string id = off && std::string(off) == "0" ? std::string(kOff) : shared_memory_identity();
   if (group && *group) id += std::string("/group:") + group;
-  std::memcpy(key.data(), id.data(), std::min(id.size(), kKeyBytes - 1));
+  std::memcpy(key.data(), id.data(), std::min(id.size(), kIdBytes - 1));
+  key[kIdBytes] = static_cast<char>(backing_setting());
   std::vector<char> keys(kKeyBytes * static_cast<std::size_t>(n));
   allgather(comm, key.data(), keys.data(), kKeyBytes, DType::u8);
   auto key_of = [&](int r) { return keys.data() + kKeyBytes * static_cast<std::size_t>(r); };
+  Backing backing = Backing::memfd;
+  for (int r = 0; r < n; ++r) {
+    const auto b = static_cast<Backing>(key_of(r)[kIdBytes]);
+    FTCC_REQUIRE(b != Backing::invalid) << "FTCC_SHM_BACKING on rank " << r
+                                        << " is neither memfd nor posix: set it to one of them, or unset it (memfd)";
+    if (b == Backing::posix) backing = Backing::posix;
+  }
   std::vector<int> host_of(static_cast<std::size_t>(n), -1), leaders;  // hosts in their leaders' order
   for (int r = 0; r < n; ++r) {
     if (std::strncmp(key_of(r), kOff, sizeof kOff - 1) == 0) return nullptr;
     for (std::size_t h = 0; h < leaders.size() && host_of[static_cast<std::size_t>(r)] < 0; ++h)
-      if (std::memcmp(key_of(r), key_of(leaders[h]), kKeyBytes) == 0) host_of[static_cast<std::size_t>(r)] = static_cast<int>(h);
+      if (std::memcmp(key_of(r), key_of(leaders[h]), kIdBytes) == 0) host_of[static_cast<std::size_t>(r)] = static_cast<int>(h);
     if (host_of[static_cast<std::size_t>(r)] < 0) {
       host_of[static_cast<std::size_t>(r)] = static_cast<int>(leaders.size());
       leaders.push_back(r);
@@ -187,31 +266,48 @@ std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
   const std::size_t flags_bytes = static_cast<std::size_t>(kChannels * 2 * local) * sizeof(Flag);
   const std::size_t data_at = align_up(flags_bytes, 4096);
   const std::size_t bytes = local > 1 ? data_at + static_cast<std::size_t>(kChannels * kGenerations * (local + 1)) * slot : 0;
+  // The memory file first (unless FTCC_SHM_BACKING=posix somewhere); if any rank could not map
+  // it, every rank tries a named object (each rank learns the same answer from the allreduce).
   Mapping m;
   m.bytes = bytes;
-  std::array<char, kNameBytes> name{};
-  std::string error;
-  if (lr == 0 && local > 1) {
-    static std::atomic<unsigned> made{0};
-    char suffix[48];
-    std::snprintf(suffix, sizeof suffix, ".%ld.%u", static_cast<long>(::getpid()), made++);
-    const std::string nm = std::string("/").append(name_prefix()).append(suffix);
-    m.base = create_object(nm, bytes, error);
-    if (m.base == MAP_FAILED)
-      std::fprintf(stderr, "ftcc: no shared memory for this communicator's collectives (%s of %zu bytes: %s); they go over "
-                   "MPI point-to-point\n", nm.c_str(), bytes, error.c_str());
-    m.unlink_name = nm;  // until every rank has mapped its own (or on any error)
-    if (m.base != MAP_FAILED) std::memcpy(name.data(), nm.data(), std::min(nm.size(), kNameBytes - 1));
-  }
-  std::vector<char> names(kNameBytes * static_cast<std::size_t>(n));
-  allgather(comm, name.data(), names.data(), kNameBytes, DType::u8);
-  const char* my_name = names.data() + kNameBytes * static_cast<std::size_t>(members[0]);
-  if (lr != 0 && my_name[0] != '\0') m.base = open_object(my_name, bytes);
-  std::int32_t mapped = local == 1 || m.base != MAP_FAILED ? 1 : 0;
-  rhd_allreduce(comm, kInPlace, &mapped, 1, DType::i32, ReduceOp::min);
-  if (!m.unlink_name.empty()) {
-    ::shm_unlink(m.unlink_name.c_str());  // every rank has mapped its own, or given up
-    m.unlink_name.clear();
+  std::int32_t mapped = 0;
+  for (Backing attempt : {Backing::memfd, Backing::posix}) {
+    if (attempt == Backing::memfd && backing == Backing::posix) continue;
+    std::array<char, kNameBytes> name{};
+    std::string where, error;
+    if (lr == 0 && local > 1) {
+      if (attempt == Backing::memfd) {
+        m.base = create_memfd(bytes, m.memfd, error);
+        where = std::string(kMemfdTag) + std::to_string(::getpid()) + ":" + std::to_string(m.memfd);
+      } else {
+        static std::atomic<unsigned> made{0};
+        char suffix[48];
+        std::snprintf(suffix, sizeof suffix, ".%ld.%u", static_cast<long>(::getpid()), made++);
+        where = std::string("/").append(name_prefix()).append(suffix);
+        m.base = create_object(where, bytes, error);
+        m.unlink_name = where;  // until every rank has mapped its own (or on any error)
+      }
+      if (m.base == MAP_FAILED)
+        std::fprintf(stderr, "ftcc: no shared memory for this communicator's collectives (%s of %zu bytes: %s); %s\n",
+                     attempt == Backing::memfd ? "a memory file" : where.c_str(), bytes, error.c_str(),
+                     attempt == Backing::memfd ? "trying a named object in /dev/shm" : "they go over MPI point-to-point");
+      else
+        std::memcpy(name.data(), where.data(), std::min(where.size(), kNameBytes - 1));
+    }
+    std::vector<char> names(kNameBytes * static_cast<std::size_t>(n));
+    allgather(comm, name.data(), names.data(), kNameBytes, DType::u8);
+    const char* my_name = names.data() + kNameBytes * static_cast<std::size_t>(members[0]);
+    if (lr != 0 && my_name[0] != '\0') {
+      m.base = open_object(my_name, bytes, error);
+      if (m.base == MAP_FAILED)
+        std::fprintf(stderr, "ftcc: rank %d could not map its host's shared memory (%s: %s); %s\n", me, my_name,
+                     error.c_str(), attempt == Backing::memfd ? "trying a named object in /dev/shm" : "the collectives go over MPI point-to-point");
+    }
+    mapped = local == 1 || m.base != MAP_FAILED ? 1 : 0;
+    rhd_allreduce(comm, kInPlace, &mapped, 1, DType::i32, ReduceOp::min);
+    m.release();  // every rank has mapped its own, or given up
+    if (mapped) break;
+    m.unmap();
   }
   if (!mapped) return nullptr;
 
@@ -266,3 +362,14 @@ ShmSegment::~ShmSegment() {
 }
 
 }  // namespace ftcc::comm::detail
+
+namespace ftcc::comm {
+
+void check_shm_backing_setting() {
+  if (detail::backing_setting() != detail::Backing::invalid) return;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; nothing in ftcc calls setenv
+  FTCC_REQUIRE(false) << "FTCC_SHM_BACKING='" << std::getenv("FTCC_SHM_BACKING")
+                      << "' is neither memfd nor posix: set it to one of them, or unset it (memfd)";
+}
+
+}  // namespace ftcc::comm

@@ -7,16 +7,20 @@
 // the other collectives). The ranks allgather their host keys (comm/host_identity.hpp's
 // shared_memory_identity, plus FTCC_SHM_GROUP when set: ranks of one host with different values count as different hosts) and
 // group themselves by host; a host is led by its lowest rank. Each leader of a host with several
-// ranks creates a POSIX shared-memory object named after the job (FTCC_JOB_DIR's name and inode, else its
-// pid) if /dev/shm has at least twice its size free (its pages are only taken as the collectives
-// touch them: reserving them all cost 13 ms per 40 MiB, at every recovery; a /dev/shm that fills
-// up later would end a rank with SIGBUS); the names are allgathered, every rank maps its host's,
-// and each leader unlinks its name as soon as every rank of the communicator has mapped its own.
-// So nothing is left in /dev/shm by a job, even one whose every rank is killed later; only a kill
-// inside those few milliseconds leaves a name, and tools/ftcc-run removes the job's names when the
-// job ends. Returns nullptr (the caller uses MPI point-to-point alone) when every rank is alone on
-// its host, when the communicator is not an MPI one, when FTCC_SHM=0 on any rank, or when any rank
-// could not map its object (each rank learns the same answer). Throws what the collectives throw.
+// ranks creates an anonymous memory file (memfd_create; its pages do not come from /dev/shm, so a
+// /dev/shm that fills up later cannot take them) that the others open through
+// /proc/<leader's pid>/fd/<fd>. If any rank cannot map it, or FTCC_SHM_BACKING=posix on any
+// rank, the leaders create named objects in /dev/shm instead (named after the job: FTCC_JOB_DIR's
+// name and inode, else the pid), only with at least twice their size free there and every page
+// reserved at set-up (posix_fallocate, 7-11 ms on 2-4 ranks: never a SIGBUS later). Every rank
+// maps its host's, and each leader unlinks its name (or closes its file) as soon as every rank of
+// the communicator has mapped its own. So nothing is left in /dev/shm by a job, even one whose
+// every rank is killed later; only a kill inside those few milliseconds leaves a name, and
+// tools/ftcc-run removes the job's names when the job ends. Returns nullptr (the caller uses MPI
+// point-to-point alone) when every rank is alone on its host, when the communicator is not an MPI
+// one, when FTCC_SHM=0 on any rank, or when any rank could not map either (each rank learns the
+// same answer). Throws InvalidArgument on every rank when some rank's FTCC_SHM_BACKING is neither
+// memfd nor posix; otherwise what the collectives throw.
 //
 // A segment holds two channels: channel 0 for the blocking calls on the communicator's thread,
 // channel 1 for the nonblocking allreduce's progress thread; one thread uses a channel at a time.

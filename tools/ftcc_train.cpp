@@ -328,6 +328,7 @@ int main(int argc, char** argv) {
     // The environment is checked like the flags, here, so that every rank refuses it alike and
     // before any communication (comm/ would throw the same at the first communicator).
     ftcc::comm::default_timeout_s();
+    ftcc::comm::check_shm_backing_setting();
     // AdamW's default weight decay is PyTorch's (0.01); "adamw" with none would be plain Adam.
     parse_choices(choices, cfg);
     if (cfg.optimizer == ftcc::train::OptimizerKind::adamw && app.count("--weight-decay") == 0) cfg.weight_decay = 0.01;

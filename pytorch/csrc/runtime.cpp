@@ -88,6 +88,7 @@ std::string Runtime::settings_error() {
     hang_timeout();
     faults_from_env();
     if (std::getenv("FTCC_COMM_TIMEOUT_S")) comm::default_timeout_s();
+    comm::check_shm_backing_setting();
     recovery::GroupEnvironment::read();
   } catch (const ftcc::Error& e) {
     // One line: a fault spec's error adds the grammar on lines of their own.

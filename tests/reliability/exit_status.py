@@ -122,8 +122,11 @@ elif case == "segv_every_rank":
 elif case == "every_rank_killed":
     w = Workspace()
     job_dir = os.path.join(w.tmp, "job")  # named, so this job's shared-memory names are known
+    # Named objects (FTCC_SHM_BACKING=posix), so that the /dev/shm check below can fail: the
+    # default memory file never has a name.
     rc, out, _ = job(3, TRAIN, *MODEL, "--steps", "12", *w.train_args(),
-                     *[a for r in range(3) for a in ("--inject", f"kill:rank={r}:step=5")], env={"FTCC_JOB_DIR": job_dir})
+                     *[a for r in range(3) for a in ("--inject", f"kill:rank={r}:step=5")],
+                     env={"FTCC_JOB_DIR": job_dir, "FTCC_SHM_BACKING": "posix"})
     expect(rc, 5, out, line="ftcc-run: every rank was lost before the job finished")
     check(out.count("killed (no record") == 3, "the line says each of the 3 ranks was killed")
     left = [f for f in os.listdir("/dev/shm") if f.startswith(f"ftcc-shm.job.{os.stat(job_dir).st_ino}.")]
@@ -133,6 +136,7 @@ elif case == "every_rank_killed":
 elif case == "shm_setup_killed":
     # Rank 0 dies inside a shared-memory segment's set-up, after creating the object and before
     # unlinking it: the survivors see the failure, and ftcc-run removes the name after the job.
+    # Named objects (FTCC_SHM_BACKING=posix): the default memory file never has a name.
     tmp = tempfile.mkdtemp(prefix="ftcc-exit-status-")
     job_dir = os.path.join(tmp, "shmjob")
     # Another job whose folder has the same name, caught in its own set-up: its object stays.
@@ -142,7 +146,7 @@ elif case == "shm_setup_killed":
     open(bystander, "w").close()
     rc, out, _ = job(4, os.path.join(build, "tests", "comm", "comm_collectives_test"),
                      "--gtest_filter=CollectivesKill.ShmSetupRankZeroDies", "--ftcc-expect-killed=1",
-                     env={"FTCC_JOB_DIR": job_dir})
+                     env={"FTCC_JOB_DIR": job_dir, "FTCC_SHM_BACKING": "posix"})
     check("survivors all passed: PASS" in out, "the survivors saw the failure")
     check(rc == 0, f"ftcc-run exits 0: the test harness's verdict, one death expected (got {rc})")
     check(once(out, "ftcc-run: removed 1 shared-memory object(s)") and "/dev/shm/ftcc-shm.shmjob." in out,
@@ -152,6 +156,38 @@ elif case == "shm_setup_killed":
     check(os.path.exists(bystander), f"another job's object, its folder of the same name, is kept ({bystander})")
     if os.path.exists(bystander):
         os.remove(bystander)
+
+elif case == "shm_pressure":
+    # /dev/shm filled up after the shared-memory segment is set up (DataLoader workers do that): a
+    # private tmpfs at /dev/shm (a mount namespace of the job's own), rank 0 fills it to 512 KiB
+    # free after a first allreduce, then a 16 MiB allreduce touches segment pages never touched
+    # before. Was: SIGBUS in shm_store on every rank, exit 6. The memory file (the default) is not
+    # in /dev/shm; a named object (FTCC_SHM_BACKING=posix) has its pages reserved at set-up; a
+    # /dev/shm too small for the named object at set-up: point-to-point, said on stderr.
+    def pressure(size, backing):
+        env = {**os.environ, "FTCC_TEST_PRIVATE_SHM": "1"}
+        env.pop("FTCC_SHM_BACKING", None)
+        if backing:
+            env["FTCC_SHM_BACKING"] = backing
+        cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+               f'mount -t tmpfs -o size={size} ftcc-test /dev/shm && exec "$0" -n 2 "$1" shm-pressure', RUN, PROG]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
+        print(f"$ FTCC_SHM_BACKING={backing or '(unset)'} {' '.join(cmd)}\n  exit {p.returncode}")
+        return p.returncode, p.stdout + p.stderr
+    p = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"skipped: a private mount namespace is not permitted here ({p.stderr.strip()})")
+        sys.exit(77)
+    for size, backing, shared in (("96m", None, "yes"), ("96m", "posix", "yes"), ("40m", "posix", "no")):
+        rc, out = pressure(size, backing)
+        check(rc == 0, f"{backing or 'memfd'}, /dev/shm {size}: exit {rc} == 0")
+        check(once(out, "shm-pressure: a 16 MiB allreduce correct on 2 ranks with /dev/shm at 512 KiB free; "
+                        f"shared memory: {shared}"), f"the 16 MiB allreduce is correct, shared memory: {shared}")
+        if shared == "no":
+            check(once(out, "/dev/shm has less than twice that free); they go over MPI point-to-point"),
+                  "the fallback to point-to-point is said once")
+        if rc != 0:
+            print(out[-3000:])
 
 elif case == "embed_exit_all":
     rc, out, _ = job(3, PROG, "exit-all")
@@ -454,6 +490,15 @@ elif case == "comm_timeout_env":
         expect(p.returncode, 2, p.stdout + p.stderr,
                line=f"ftcc-train: FTCC_COMM_TIMEOUT_S='{value}': {why}; use a value from 0.001 to 1e+06",
                no_recovery_line=True)
+    # FTCC_SHM_BACKING, checked with the flags too (was: thrown at the first communicator).
+    env = dict(os.environ, FTCC_SHM_BACKING="shm")
+    cmd = [RUN, "-n", "2", "-x", "FTCC_SHM_BACKING", TRAIN, *MODEL, "--steps", "12", "--resume", w.ck,
+           "--checkpoint-every", "3", *w.train_args()]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    print(f"$ FTCC_SHM_BACKING=shm {' '.join(cmd)}\n  exit {p.returncode}")
+    expect(p.returncode, 2, p.stdout + p.stderr,
+           line="ftcc-train: FTCC_SHM_BACKING='shm' is neither memfd nor posix: set it to one of them, or unset it (memfd)",
+           no_recovery_line=True)
     w.check_kept(new_checkpoints_allowed=False)
 
 elif case == "embed_without_ulfm":

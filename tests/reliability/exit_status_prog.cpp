@@ -5,7 +5,13 @@
 //   exit_status_prog throw-on-rank1         rank 1 throws at step 5: a job-level error (4)
 //   exit_status_prog invariant-on-rank1     rank 1's FTCC_INVARIANT fails at step 5: internal error (1)
 //   exit_status_prog exit-all               every rank makes a ResilientGroup, then exit(1)
+//   exit_status_prog shm-pressure           a small allreduce, then rank 0 fills /dev/shm to 512 KiB free
+//                                           (only a private tmpfs of at most 256 MiB: the test mounts one,
+//                                           FTCC_TEST_PRIVATE_SHM=1), then a 16 MiB allreduce, checked
+#include <fcntl.h>
 #include <mpi.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +28,51 @@
 namespace fr = ftcc::recovery;
 namespace fc = ftcc::comm;
 
+namespace {
+
+// The shared-memory segment is set up (and its first pages touched) by the first allreduce; then
+// something else takes nearly all of /dev/shm, as DataLoader workers do; the next allreduce
+// touches pages of the segment it never touched before.
+int shm_pressure() {
+  fc::Communicator comm = fc::Communicator::duplicate(MPI_COMM_WORLD, fc::CommOptions{60});
+  const int n = comm.size();
+  std::vector<float> small(256, 1.0f);
+  fc::allreduce(comm, fc::kInPlace, small.data(), small.size(), fc::DType::f32, fc::ReduceOp::sum);
+  const char* fill = "/dev/shm/ftcc-test-fill";
+  unsigned long long free_kib = 0;
+  if (comm.rank() == 0) {
+    struct statvfs fs{};
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only
+    const char* priv = std::getenv("FTCC_TEST_PRIVATE_SHM");
+    if (!priv || std::string(priv) != "1" || ::statvfs("/dev/shm", &fs) != 0 ||
+        static_cast<unsigned long long>(fs.f_blocks) * fs.f_frsize > (256ull << 20))
+      throw std::runtime_error("shm-pressure fills /dev/shm: run it only on a private tmpfs of at most 256 MiB there");
+    const unsigned long long avail = static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize;
+    const int fd = ::open(fill, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 || avail <= (512u << 10) || ::posix_fallocate(fd, 0, static_cast<off_t>(avail - (512u << 10))) != 0)
+      throw std::runtime_error("shm-pressure: could not fill /dev/shm");
+    ::close(fd);
+    ::statvfs("/dev/shm", &fs);
+    free_kib = static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize / 1024;
+  }
+  fc::barrier(comm);
+  std::vector<float> big(4u << 20, static_cast<float>(comm.rank() + 1));  // 16 MiB
+  fc::allreduce(comm, fc::kInPlace, big.data(), big.size(), fc::DType::f32, fc::ReduceOp::sum);
+  const float want = static_cast<float>(n * (n + 1) / 2);
+  std::size_t wrong = 0;
+  for (float v : big) wrong += v != want ? 1 : 0;
+  fc::barrier(comm);
+  if (comm.rank() == 0) ::unlink(fill);
+  if (wrong) throw std::runtime_error("shm-pressure: " + std::to_string(wrong) + " wrong elements on rank " +
+                                     std::to_string(comm.rank()));
+  if (comm.rank() == 0)
+    std::printf("shm-pressure: a 16 MiB allreduce correct on %d ranks with /dev/shm at %llu KiB free; shared memory: %s\n",
+                n, free_kib, comm.uses_shared_memory() ? "yes" : "no");
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -30,6 +81,11 @@ int main(int argc, char** argv) {
   opt.hang_timeout = std::chrono::milliseconds(2000);
   for (int i = 2; i < argc; ++i) opt.faults.push_back(fr::parse_fault_spec(argv[i]));
 
+  if (mode == "shm-pressure") {
+    const int rc = shm_pressure();
+    MPI_Finalize();
+    return rc;
+  }
   if (mode == "exit-all") {
     fr::ResilientGroup g(MPI_COMM_WORLD, opt);
     std::exit(1);  // NOLINT(concurrency-mt-unsafe): the behaviour under test

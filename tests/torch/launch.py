@@ -4,7 +4,7 @@
   python_m_run      python -m ftcc_torch.run --nproc_per_node=2 --standalone seed_ddp.py
   bad_flags         --nproc-per-node x, --nnodes 2, a flag where the program goes: exit 2, one line
   bad_settings      FTCC_HANG_TIMEOUT_S=abc, FTCC_FAULTS=bogus, FTCC_COMM_TIMEOUT_S=0,
-                    FTCC_ULFM_TIMEOUT_S=-1 on 2 ranks: exit 2, one line naming the setting, no
+                    FTCC_ULFM_TIMEOUT_S=-1, FTCC_SHM_BACKING=shm on 2 ranks: exit 2, one line naming the setting, no
                     traceback (were: exit 1 or 7, a 15-line traceback per rank)
   pip_without_wheel pytorch/setup.py, as pip runs it (bdist_wheel), in a plain Debian venv without
                     the `wheel` package: one line saying what to install
@@ -55,7 +55,8 @@ def case_bad_settings():
     for env, says in (({"FTCC_HANG_TIMEOUT_S": "abc"}, "FTCC_HANG_TIMEOUT_S='abc'"),
                       ({"FTCC_FAULTS": "bogus"}, "bad fault spec 'bogus'"),
                       ({"FTCC_COMM_TIMEOUT_S": "0"}, "FTCC_COMM_TIMEOUT_S='0'"),
-                      ({"FTCC_ULFM_TIMEOUT_S": "-1"}, "FTCC_ULFM_TIMEOUT_S='-1'")):
+                      ({"FTCC_ULFM_TIMEOUT_S": "-1"}, "FTCC_ULFM_TIMEOUT_S='-1'"),
+                      ({"FTCC_SHM_BACKING": "shm"}, "FTCC_SHM_BACKING='shm'")):
         rc, out = run([RUN, "-n", "2", PY, SEED], env=env)
         lines = [l for l in out.splitlines() if l.strip()]
         check(rc == 2 and len(lines) == 1 and lines[0].startswith("ftcc: configuration error on rank 0: ")
