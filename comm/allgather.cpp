@@ -34,7 +34,8 @@ void allgather(Communicator& comm, const void* send, void* recv, std::size_t sen
   auto* out = static_cast<std::byte*>(recv);
   std::byte* mine = out + static_cast<std::size_t>(r) * send_count * esz;
   detail::ShmSegment::Channel* ch = detail::blocking_channel(comm);
-  OpContext ctx(comm, !ch ? "allgather" : ch->hosts() == 1 ? "shm_allgather" : "hierarchical_allgather", o.timeout_s);
+  OpContext ctx(comm, !ch ? "allgather" : ch->hosts() == 1 ? "shm_allgather" : "hierarchical_allgather", o.timeout_s,
+                collective_key("allgather", send_count * esz));
   if (send_count == 0) return;
   const std::size_t total = static_cast<std::size_t>(n) * send_count * esz;
   const bool in_place = !send || send == mine;

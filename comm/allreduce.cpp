@@ -131,7 +131,8 @@ void allreduce(Communicator& comm, const void* send, void* recv, std::size_t cou
                const AllreduceOptions& o) {
   detail::ShmSegment::Channel* ch = detail::shm_channel(comm, o.algo, 0);
   const AllreduceAlgo algo = ch ? AllreduceAlgo::shm : resolve_allreduce_algo(o.algo, count * dtype_size(dtype), comm.size());
-  OpContext ctx(comm, ch ? detail::channel_allreduce_name(*ch) : detail::allreduce_op_name(algo), o.timeout_s);
+  OpContext ctx(comm, ch ? detail::channel_allreduce_name(*ch) : detail::allreduce_op_name(algo), o.timeout_s,
+                collective_key("allreduce", count, static_cast<int>(dtype), static_cast<int>(op)));
   const std::size_t bytes = count * dtype_size(dtype);
   detail::with_host_buffers(send, bytes, recv, send && send != recv ? 0 : bytes, bytes, [&](const void* s, void* r) {
     if (ch)

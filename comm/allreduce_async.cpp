@@ -65,7 +65,8 @@ AllreduceRequest allreduce_async(Communicator& comm, const void* send, void* rec
   std::shared_ptr<AllreduceRequest::State> st = req.state_;
   st->transport = comm.transport().clone();
   // Everything rank-order dependent is fixed now, on the caller's thread.
-  const int tag = comm.next_collective_tag();
+  const int tag = comm.next_collective_tag(
+      collective_key("allreduce", count, static_cast<int>(dtype), static_cast<int>(op)));
   const double timeout = comm.resolve_timeout(o.timeout_s);
   const FaultHook* hook = comm.fault_hook();
   if (!send) send = recv;

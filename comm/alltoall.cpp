@@ -16,10 +16,10 @@ void alltoallv(Communicator& comm, const void* send, const std::size_t* send_cou
   const int n = comm.size(), r = comm.rank();
   const std::size_t esz = dtype_size(dtype);
   if (detail::ShmSegment::Channel* ch = detail::one_host_channel(comm)) {
-    OpContext ctx(comm, "shm_alltoall", o.timeout_s);
+    OpContext ctx(comm, "shm_alltoall", o.timeout_s, collective_key("alltoallv", esz));
     if (detail::shm_alltoallv_run(ctx, *ch, send, send_counts, send_displs, recv, recv_counts, recv_displs, esz)) return;
   }  // else (every rank alike) the data goes point-to-point, as a collective of its own
-  OpContext ctx(comm, "alltoall", o.timeout_s);
+  OpContext ctx(comm, "alltoall", o.timeout_s, collective_key("alltoallv", esz));
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   std::vector<OpContext::Handle> hs;

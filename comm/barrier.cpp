@@ -21,14 +21,14 @@ void dissemination_barrier(OpContext& ctx) {
 void barrier(Communicator& comm, const CollectiveOptions& o) {
   if (detail::ShmSegment::Channel* ch = detail::blocking_channel(comm)) {
     const bool one_host = ch->hosts() == 1;
-    OpContext ctx(comm, one_host ? "shm_barrier" : "hierarchical_barrier", o.timeout_s);
+    OpContext ctx(comm, one_host ? "shm_barrier" : "hierarchical_barrier", o.timeout_s, collective_key("barrier", 0));
     if (one_host)
       detail::shm_barrier_run(ctx, *ch);
     else
       detail::hierarchical_barrier_run(ctx, *ch);
     return;
   }
-  OpContext ctx(comm, "barrier", o.timeout_s);
+  OpContext ctx(comm, "barrier", o.timeout_s, collective_key("barrier", 0));
   detail::dissemination_barrier(ctx);
 }
 

@@ -92,6 +92,10 @@ void Communicator::init() {
   scratch_ = std::make_unique<Scratch>();
   tag_span_ = tags_used(transport_->tag_upper_bound()) - kMaxUserTag - 1;  // the last: liveness_tag()
   FTCC_CHECK(tag_span_ > 0) << "tag upper bound " << transport_->tag_upper_bound() << " too small";
+  // Up to 1024 keys, leaving a window of at least 1024 collectives whose tags are unique (about
+  // 1 M tags with Open MPI: 1024 keys).
+  key_space_ = 1;
+  while (key_space_ < 1024 && static_cast<int>(key_space_) * 2 * 1024 <= tag_span_) key_space_ *= 2;
 }
 
 int Communicator::tags_used(int tag_upper_bound) {
@@ -190,10 +194,24 @@ void Communicator::set_global_receive_hook(ReceiveHook hook) {
 
 const ReceiveHook* Communicator::receive_hook() { return g_receive_hook_ptr.load(std::memory_order_acquire); }
 
-int Communicator::next_collective_tag() {
-  const int tag = kMaxUserTag + static_cast<int>(seq_ % static_cast<std::uint64_t>(tag_span_));
+int Communicator::next_collective_tag(std::uint32_t key) {
+  const std::uint64_t slot = seq_ * key_space_ + key % key_space_;
+  const int tag = kMaxUserTag + static_cast<int>(slot % static_cast<std::uint64_t>(tag_span_));
   ++seq_;
   return tag;
+}
+
+std::uint32_t collective_key(const char* kind, std::size_t count, int dtype, int op, int root) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
+  auto mix = [&](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ull;
+  };
+  for (const char* c = kind; *c; ++c) mix(static_cast<unsigned char>(*c));
+  mix(count);
+  mix(static_cast<std::uint64_t>(static_cast<std::int64_t>(dtype)));
+  mix(static_cast<std::uint64_t>(static_cast<std::int64_t>(op)));
+  mix(static_cast<std::uint64_t>(static_cast<std::int64_t>(root)));
+  return static_cast<std::uint32_t>(h ^ (h >> 32));
 }
 
 // ---- point-to-point -------------------------------------------------------------------------

@@ -53,6 +53,10 @@ using ReceiveHook = std::function<void(const char* op, int tag, void* buf, std::
 // is not a number in that range throws ftcc::InvalidArgument naming the variable and the range.
 inline constexpr double kMinTimeoutS = 0.001, kMaxTimeoutS = 1e6;
 double default_timeout_s();
+// A collective's call key for Communicator::next_collective_tag: its kind ("allreduce", ...),
+// count (elements for reductions, bytes for the others), dtype and op of a reduction and root
+// (-1 where none).
+std::uint32_t collective_key(const char* kind, std::size_t count, int dtype = -1, int op = -1, int root = -1);
 // Checks FTCC_SHM_BACKING (memfd, the default, or posix: comm/shm_segment.hpp): throws
 // ftcc::InvalidArgument naming the value when it is neither. A communicator's shared-memory
 // set-up refuses such a value on every rank; a launcher checks it before MPI starts.
@@ -163,8 +167,12 @@ class Communicator {
   P2PRequest irecv(void* buf, std::size_t count, DType dtype, int peer, int tag = 0);
 
   // For the algorithms (comm/op_context.hpp): the endpoint, the next collective tag, scratch.
+  // `key` (collective_key below) is folded into the tag: ranks calling different collectives at
+  // the same point of their sequence use different tags, so over MPI point-to-point their
+  // messages never match (no garbage; the wait ends at its deadline with a Timeout). With an MPI
+  // whose tag upper bound is small, fewer keys fit (down to none).
   Transport& transport() { return *transport_; }
-  int next_collective_tag();
+  int next_collective_tag(std::uint32_t key = 0);
   Scratch& scratch() { return *scratch_; }
   // Tags in flight are unique only within a window of this many collectives.
   int collective_tag_span() const { return tag_span_; }
@@ -191,6 +199,7 @@ class Communicator {
   double timeout_s_ = 300;
   std::uint64_t seq_ = 0;
   int tag_span_ = 1;
+  std::uint32_t key_space_ = 1;  // keys folded into a collective's tag (a power of two)
   FaultHook hook_;
   std::unique_ptr<detail::ProgressThread> progress_;
   std::unique_ptr<detail::ShmSegment> shm_;

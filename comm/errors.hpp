@@ -8,6 +8,9 @@
 //   Timeout         a wait passed its deadline; names the operation, the peers still pending and
 //                   how long it waited
 //   NotSupported    a fault-tolerance entry point was used with an MPI built without ULFM
+//   CollectiveMismatch  the ranks called different collectives (kind, dtype, count, op or root)
+//                   at the same point; thrown on every rank that compared them, with the same
+//                   message naming each rank's call (comm/shm_steps.hpp says where it is checked)
 //
 // ProcessFailed and Revoked are what the recovery layer catches; both derive from
 // FaultDetected so a single catch covers "some rank is gone".
@@ -70,6 +73,11 @@ class Timeout : public CommError {
 class NotSupported : public CommError {
  public:
   using CommError::CommError;
+};
+
+class CollectiveMismatch : public CommError {
+ public:
+  CollectiveMismatch(std::string op, const std::string& message) : CommError(std::move(op), message) {}
 };
 
 }  // namespace ftcc::comm

@@ -15,7 +15,7 @@ void gather(Communicator& comm, const void* send, void* recv, std::size_t send_c
   const std::size_t bytes = send_count * dtype_size(dtype);
   if (detail::ShmSegment::Channel* ch = detail::blocking_channel(comm)) {
     const bool one_host = ch->hosts() == 1;
-    OpContext ctx(comm, one_host ? "shm_gather" : "hierarchical_gather", o.timeout_s);
+    OpContext ctx(comm, one_host ? "shm_gather" : "hierarchical_gather", o.timeout_s, collective_key("gather", bytes, -1, -1, root));
     if (bytes == 0) return;
     if (!send) send = static_cast<std::byte*>(recv) + static_cast<std::size_t>(r) * bytes;  // in place (the root)
     if (one_host)
@@ -24,7 +24,7 @@ void gather(Communicator& comm, const void* send, void* recv, std::size_t send_c
       detail::hierarchical_gather_run(ctx, *ch, send, recv, bytes, root);
     return;
   }
-  OpContext ctx(comm, "gather", o.timeout_s);
+  OpContext ctx(comm, "gather", o.timeout_s, collective_key("gather", bytes, -1, -1, root));
   if (r != root) {
     ctx.wait(ctx.isend(send, bytes, root));
     return;
@@ -45,7 +45,7 @@ void scatter(Communicator& comm, const void* send, void* recv, std::size_t recv_
   const std::size_t bytes = recv_count * dtype_size(dtype);
   if (detail::ShmSegment::Channel* ch = detail::blocking_channel(comm)) {
     const bool one_host = ch->hosts() == 1;
-    OpContext ctx(comm, one_host ? "shm_scatter" : "hierarchical_scatter", o.timeout_s);
+    OpContext ctx(comm, one_host ? "shm_scatter" : "hierarchical_scatter", o.timeout_s, collective_key("scatter", bytes, -1, -1, root));
     if (bytes == 0) return;
     if (one_host)
       detail::shm_scatter_run(ctx, *ch, send, recv, bytes, root);
@@ -53,7 +53,7 @@ void scatter(Communicator& comm, const void* send, void* recv, std::size_t recv_
       detail::hierarchical_scatter_run(ctx, *ch, send, recv, bytes, root);
     return;
   }
-  OpContext ctx(comm, "scatter", o.timeout_s);
+  OpContext ctx(comm, "scatter", o.timeout_s, collective_key("scatter", bytes, -1, -1, root));
   if (r != root) {
     ctx.wait(ctx.irecv(recv, bytes, root));
     return;

@@ -143,7 +143,9 @@ void led(OpContext& ctx, Channel& ch, const std::byte* in, std::byte* out, std::
 
 void hierarchical_allreduce_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv,
                                 std::size_t count, DType dtype, ReduceOp op, const AllreduceOptions& o) {
-  const ShmCall call(ctx, ch);
+  // (Checked inside this host, by the first round there: the hosts' exchange is point-to-point.)
+  const ShmSegment::CallDesc desc = shm_reduction_call(ShmKind::allreduce, count, dtype, op);
+  const ShmCall call(ctx, ch, &desc);
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   if (ch.sliced())

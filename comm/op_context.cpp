@@ -27,8 +27,8 @@ constexpr unsigned kRevokeCheckEvery = 64;
 
 }  // namespace
 
-OpContext::OpContext(Communicator& comm, const char* op, double call_timeout_s)
-    : OpContext(comm.transport(), comm.next_collective_tag(), comm.resolve_timeout(call_timeout_s), op,
+OpContext::OpContext(Communicator& comm, const char* op, double call_timeout_s, std::uint32_t key)
+    : OpContext(comm.transport(), comm.next_collective_tag(key), comm.resolve_timeout(call_timeout_s), op,
                 comm.fault_hook(), comm.scratch()) {}
 
 OpContext::OpContext(Transport& transport, int tag, double timeout_s, const char* op, const FaultHook* hook,

@@ -21,8 +21,9 @@ class OpContext {
  public:
   using Handle = Transport::Handle;
 
-  // A blocking collective on `comm`: its transport, next tag, scratch and hook.
-  OpContext(Communicator& comm, const char* op, double call_timeout_s);
+  // A blocking collective on `comm`: its transport, next tag (keyed by `key`: collective_key in
+  // comm/communicator.hpp), scratch and hook.
+  OpContext(Communicator& comm, const char* op, double call_timeout_s, std::uint32_t key = 0);
   // Explicit pieces (nonblocking collectives run on a cloned transport with their own scratch).
   OpContext(Transport& transport, int tag, double timeout_s, const char* op, const FaultHook* hook, Scratch& scratch);
   // A part of `whole` on another endpoint of the same communicator (a hierarchical collective's

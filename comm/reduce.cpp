@@ -18,7 +18,7 @@ void reduce(Communicator& comm, const void* send, void* recv, std::size_t count,
   void* out = is_root ? recv : nullptr;
   if (detail::ShmSegment::Channel* ch = detail::blocking_channel(comm)) {
     const bool one_host = ch->hosts() == 1;
-    OpContext ctx(comm, one_host ? "shm_reduce" : "hierarchical_reduce", o.timeout_s);
+    OpContext ctx(comm, one_host ? "shm_reduce" : "hierarchical_reduce", o.timeout_s, collective_key("reduce", count, static_cast<int>(dtype), static_cast<int>(op), root));
     detail::with_host_buffers(send, bytes, out, send == out ? bytes : 0, out ? bytes : 0, [&](const void* s, void* r) {
       if (one_host)
         detail::shm_reduce_run(ctx, *ch, s ? s : r, r, count, dtype, op, root);
@@ -27,7 +27,7 @@ void reduce(Communicator& comm, const void* send, void* recv, std::size_t count,
     });
     return;
   }
-  OpContext ctx(comm, "reduce", o.timeout_s);
+  OpContext ctx(comm, "reduce", o.timeout_s, collective_key("reduce", count, static_cast<int>(dtype), static_cast<int>(op), root));
   const detail::TreeParams p{
       detail::pick_segment_bytes(o.segment_bytes, detail::kTreeSegmentBytes, count * dtype_size(dtype),
                                  detail::kMaxTreeSegments),

@@ -63,7 +63,7 @@ void reduce_scatter(Communicator& comm, const void* send, void* recv, std::size_
   if (!send) send = recv;
   detail::ShmSegment::Channel* ch = detail::blocking_channel(comm);
   OpContext ctx(comm, !ch ? "reduce_scatter" : ch->hosts() == 1 ? "shm_reduce_scatter" : "hierarchical_reduce_scatter",
-                o.timeout_s);
+                o.timeout_s, collective_key("reduce_scatter", recv_count, static_cast<int>(dtype), static_cast<int>(op)));
   if (recv_count == 0) return;
   const std::size_t in_bytes = static_cast<std::size_t>(n) * recv_count * esz;
   if (ch) {

@@ -105,7 +105,7 @@ void rhd_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_t
 
 void rhd_allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                    const CollectiveOptions& o) {
-  OpContext ctx(comm, "rhd_allreduce", o.timeout_s);
+  OpContext ctx(comm, "rhd_allreduce", o.timeout_s, collective_key("allreduce", count, static_cast<int>(dtype), static_cast<int>(op)));
   const std::size_t bytes = count * dtype_size(dtype);
   detail::with_host_buffers(send, bytes, recv, send && send != recv ? 0 : bytes, bytes, [&](const void* s, void* r) {
     detail::rhd_allreduce_run(ctx, s ? s : r, r, count, dtype, op);

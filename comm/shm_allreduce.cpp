@@ -34,7 +34,8 @@ namespace ftcc::comm::detail {
 
 void shm_allreduce_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv, std::size_t count,
                        DType dtype, ReduceOp op) {
-  const ShmCall call(ctx, ch);
+  const ShmSegment::CallDesc desc = shm_reduction_call(ShmKind::allreduce, count, dtype, op);
+  const ShmCall call(ctx, ch, &desc);
   const std::size_t w = dtype_size(dtype);
   const std::size_t per_round = ch.slot_bytes() / w;
   const auto* in = static_cast<const std::byte*>(send);

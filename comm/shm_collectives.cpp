@@ -46,7 +46,8 @@
 namespace ftcc::comm::detail {
 
 void shm_broadcast_run(OpContext& ctx, ShmSegment::Channel& ch, void* buf, std::size_t bytes, int root) {
-  const ShmCall call(ctx, ch);
+  const ShmSegment::CallDesc desc = shm_bytes_call(ShmKind::broadcast, bytes, root);
+  const ShmCall call(ctx, ch, &desc);
   auto* b = static_cast<std::byte*>(buf);
   const std::size_t per_round = ch.slot_bytes();
   const int me = ch.rank();
@@ -55,13 +56,18 @@ void shm_broadcast_run(OpContext& ctx, ShmSegment::Channel& ch, void* buf, std::
     const std::uint64_t round = ch.next_round();
     std::byte* result = ch.slot(shm_generation(round), ch.size());
     if (me == root) {
+      if (at == 0) shm_root_first_round(ctx, ch, round);
       shm_wait_for_all(ctx, ch, false, round - 1);
       shm_store(result, b + at, m);
       shm_raise(ctx, ch.reduced(me), round);
       shm_raise(ctx, ch.arrived(me), round);
     } else {
-      shm_raise(ctx, ch.arrived(me), round);
-      shm_wait_for(ctx, ch, true, root, round);
+      if (at == 0) {
+        shm_nonroot_first_round(ctx, ch, round, root);
+      } else {
+        shm_raise(ctx, ch.arrived(me), round);
+        shm_wait_for(ctx, ch, true, root, round);
+      }
       std::memcpy(b + at, result, m);
       if (const ReceiveHook* hook = ctx.receive_hook()) (*hook)(ctx.op(), ctx.tag(), b + at, m);
     }
@@ -73,7 +79,8 @@ namespace {
 // allgather (root < 0: every rank copies out) and gather (only the root does).
 void gather_rounds(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv, std::size_t block_bytes,
                    int root) {
-  const ShmCall call(ctx, ch);
+  const ShmSegment::CallDesc desc = shm_bytes_call(root < 0 ? ShmKind::allgather : ShmKind::gather, block_bytes, root);
+  const ShmCall call(ctx, ch, &desc);
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   const std::size_t per_round = ch.slot_bytes();
@@ -104,7 +111,8 @@ void shm_gather_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, v
 
 void shm_scatter_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv, std::size_t block_bytes,
                      int root) {
-  const ShmCall call(ctx, ch);
+  const ShmSegment::CallDesc desc = shm_bytes_call(ShmKind::scatter, block_bytes, root);
+  const ShmCall call(ctx, ch, &desc);
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   const std::size_t per_round = ch.slot_bytes();
@@ -116,14 +124,19 @@ void shm_scatter_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, 
     const std::uint64_t round = ch.next_round();
     const int g = shm_generation(round);
     if (me == root) {
+      if (at == 0) shm_root_first_round(ctx, ch, round);
       shm_wait_for_all(ctx, ch, false, round - 1);
       for (int r = 0; r < ch.size(); ++r)
         if (r != root) shm_store(ch.slot(g, r), in + static_cast<std::size_t>(r) * block_bytes + at, m);
       shm_raise(ctx, ch.reduced(me), round);
       shm_raise(ctx, ch.arrived(me), round);
     } else {
-      shm_raise(ctx, ch.arrived(me), round);
-      shm_wait_for(ctx, ch, true, root, round);
+      if (at == 0) {
+        shm_nonroot_first_round(ctx, ch, round, root);
+      } else {
+        shm_raise(ctx, ch.arrived(me), round);
+        shm_wait_for(ctx, ch, true, root, round);
+      }
       std::memcpy(out + at, ch.slot(g, me), m);
       if (const ReceiveHook* hook = ctx.receive_hook()) (*hook)(ctx.op(), ctx.tag(), out + at, m);
     }
@@ -132,7 +145,8 @@ void shm_scatter_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, 
 
 void shm_reduce_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv, std::size_t count,
                     DType dtype, ReduceOp op, int root) {
-  const ShmCall call(ctx, ch);
+  const ShmSegment::CallDesc desc = shm_reduction_call(ShmKind::reduce, count, dtype, op, root);
+  const ShmCall call(ctx, ch, &desc);
   const std::size_t w = dtype_size(dtype);
   const std::size_t per_round = ch.slot_bytes() / w;
   const auto* in = static_cast<const std::byte*>(send);
@@ -159,7 +173,8 @@ void shm_reduce_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, v
 bool shm_alltoallv_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, const std::size_t* send_counts,
                        const std::size_t* send_displs, void* recv, const std::size_t* recv_counts,
                        const std::size_t* recv_displs, std::size_t elem_bytes) {
-  ShmCall call(ctx, ch);
+  const ShmSegment::CallDesc desc = shm_bytes_call(ShmKind::alltoallv, elem_bytes);
+  ShmCall call(ctx, ch, &desc);
   const int n = ch.size(), me = ch.rank();
   const auto nz = static_cast<std::size_t>(n);
   const auto* in = static_cast<const std::byte*>(send);
@@ -228,7 +243,8 @@ bool shm_alltoallv_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send
 
 void shm_reduce_scatter_run(OpContext& ctx, ShmSegment::Channel& ch, const void* send, void* recv,
                             std::size_t recv_count, DType dtype, ReduceOp op) {
-  const ShmCall call(ctx, ch);
+  const ShmSegment::CallDesc desc = shm_reduction_call(ShmKind::reduce_scatter, recv_count, dtype, op);
+  const ShmCall call(ctx, ch, &desc);
   const std::size_t w = dtype_size(dtype), total = static_cast<std::size_t>(ch.size()) * recv_count;
   const std::size_t per_round = ch.slot_bytes() / w;
   const std::size_t mine_lo = static_cast<std::size_t>(ch.rank()) * recv_count, mine_hi = mine_lo + recv_count;
@@ -244,10 +260,14 @@ void shm_reduce_scatter_run(OpContext& ctx, ShmSegment::Channel& ch, const void*
 }
 
 void shm_barrier_run(OpContext& ctx, ShmSegment::Channel& ch) {
-  const ShmCall call(ctx, ch);
+  const ShmSegment::CallDesc desc = shm_bytes_call(ShmKind::barrier, 0);
+  const ShmCall call(ctx, ch, &desc);
   const std::uint64_t round = ch.next_round();
+  shm_wait_for_all(ctx, ch, false, round - 1);  // this generation's descriptors of round - 2 are read
+  shm_announce(ch, round);
   shm_raise(ctx, ch.arrived(ch.rank()), round);
   shm_wait_for_all(ctx, ch, false, round);
+  shm_verify(ctx, ch, round);
 }
 
 ShmSegment::Channel* one_host_channel(Communicator& comm) {

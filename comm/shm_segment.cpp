@@ -263,7 +263,7 @@ std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
   // 2. Each leader of a host with several ranks creates its object; the names are allgathered; the
   // others map their host's; the leaders unlink theirs once every rank has its own mapped.
   const std::size_t slot = slot_bytes_for(local);
-  const std::size_t flags_bytes = static_cast<std::size_t>(kChannels * 2 * local) * sizeof(Flag);
+  const std::size_t flags_bytes = static_cast<std::size_t>(kChannels * 2 * local + kChannels * kGenerations) * sizeof(Flag);
   const std::size_t data_at = align_up(flags_bytes, 4096);
   const std::size_t bytes = local > 1 ? data_at + static_cast<std::size_t>(kChannels * kGenerations * (local + 1)) * slot : 0;
   // The memory file first (unless FTCC_SHM_BACKING=posix somewhere); if any rank could not map
@@ -331,6 +331,7 @@ std::unique_ptr<ShmSegment> ShmSegment::attach(Communicator& comm) {
     if (flags != nullptr) {
       ch.arrived_ = flags + static_cast<std::size_t>(2 * c * local);
       ch.reduced_ = flags + static_cast<std::size_t>((2 * c + 1) * local);
+      ch.claims_ = flags + static_cast<std::size_t>(kChannels * 2 * local + c * kGenerations);
       ch.data_ = static_cast<std::byte*>(s->base_) + data_at +
                  static_cast<std::size_t>(c * kGenerations * (local + 1)) * slot;
     }

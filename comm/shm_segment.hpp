@@ -62,10 +62,28 @@ class ShmSegment {
   static constexpr int kChannels = 2;
   static constexpr int kGenerations = 2;
 
-  // One rank's flags in a channel, each on its own cache line.
+  // What a rank says it is calling, written before it raises the first `arrived` flag of a
+  // collective and compared by every rank after it saw all of them (comm/shm_steps.hpp).
+  struct CallDesc {
+    std::uint64_t round = 0;  // the channel's round it was written for
+    std::uint64_t count = 0;  // elements (reductions) or bytes (the others)
+    std::int32_t root = -1;   // the root's host rank, else -1
+    std::int8_t kind = 0;     // ShmKind (comm/shm_steps.hpp)
+    std::int8_t dtype = -1;   // DType of a reduction, else -1
+    std::int8_t op = -1;      // ReduceOp of a reduction, else -1
+    bool operator==(const CallDesc& o) const {
+      return count == o.count && kind == o.kind && dtype == o.dtype && op == o.op && root == o.root;
+    }
+  };
+
+  // One rank's flags in a channel, each on its own cache line. An `arrived` flag's line also holds
+  // the rank's call descriptors (one per generation of slots), so a rank that reads the flag has
+  // them without another cache miss.
   struct alignas(64) Flag {
     std::atomic<std::uint64_t> value;
+    CallDesc calls[kGenerations];
   };
+  static_assert(sizeof(Flag) == 64, "a flag and its descriptors fill one cache line");
 
   // What one collective works with: its rank's view of one channel.
   class Channel {
@@ -98,12 +116,27 @@ class ShmSegment {
     // ShmCall refuses it (comm/shm_steps.hpp).
     bool broken() const { return broken_; }
     void mark_broken() { broken_ = true; }
+    // A CollectiveMismatch was thrown on every rank at the same round (shm_verify): the calls
+    // leaving by it leave the channel usable. Cleared when the next outermost call starts.
+    bool mismatch_thrown() const { return mismatch_thrown_; }
+    void set_mismatch_thrown() { mismatch_thrown_ = true; }
+    void clear_mismatch_thrown() { mismatch_thrown_ = false; }
     // Bytes of one slot: the largest piece of a collective handled per round.
     std::size_t slot_bytes() const { return slot_bytes_; }
     // Slot `r` of generation g (r == size(): the reduced result).
     std::byte* slot(int generation, int r) const;
     Flag& arrived(int r) const { return arrived_[r]; }
     Flag& reduced(int r) const { return reduced_[r]; }
+    // Host rank r's call descriptor of generation g.
+    CallDesc& call(int generation, int r) const { return arrived_[r].calls[generation]; }
+    // Generation g's root claim: round * 65536 + the host rank + 1 of the rank that took the
+    // round as a broadcast's or scatter's root (a second root finds it taken).
+    Flag& claim(int generation) const { return claims_[generation]; }
+    // The descriptor of the collective this rank has started and not yet compared (ShmCall sets
+    // it; the first round writes and compares it, comm/shm_steps.hpp).
+    const CallDesc* pending() const { return has_pending_ ? &pending_ : nullptr; }
+    void set_pending(const CallDesc& d) { pending_ = d; has_pending_ = true; }
+    void clear_pending() { has_pending_ = false; }
     // The sequence number of this channel's next round (the same on every rank).
     std::uint64_t next_round() { return ++round_; }
     // Throws ProcessFailed / Revoked when ULFM failed a liveness receive (a peer died, or the
@@ -117,6 +150,9 @@ class ShmSegment {
     std::byte* data_ = nullptr;  // kGenerations x (size + 1) slots
     Flag* arrived_ = nullptr;
     Flag* reduced_ = nullptr;
+    Flag* claims_ = nullptr;     // kGenerations
+    CallDesc pending_;
+    bool has_pending_ = false;
     std::uint64_t round_ = 0;
     std::vector<int> members_;              // the communicator's ranks of this host's ranks
     std::vector<int> host_of_;              // the host of each of the communicator's ranks
@@ -124,6 +160,7 @@ class ShmSegment {
     std::unique_ptr<Transport> across_;
     bool sliced_ = false;
     bool broken_ = false;
+    bool mismatch_thrown_ = false;
     std::unique_ptr<Transport> transport_;  // the liveness receives' endpoint
     std::vector<Transport::Handle> liveness_;
     std::vector<bool> posted_;  // liveness_[p] is a receive still posted (never for this rank)

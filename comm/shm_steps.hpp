@@ -18,14 +18,37 @@
 
 namespace ftcc::comm::detail {
 
+// The collectives a call descriptor names (ShmSegment::CallDesc::kind).
+enum class ShmKind : std::int8_t { allreduce = 1, broadcast, reduce, allgather, gather, scatter, alltoallv, reduce_scatter, barrier };
+
+// A reduction's descriptor (count in elements) and the others' (count in bytes; root a host rank).
+ShmSegment::CallDesc shm_reduction_call(ShmKind kind, std::size_t count, DType dtype, ReduceOp op, int root = -1);
+ShmSegment::CallDesc shm_bytes_call(ShmKind kind, std::size_t bytes, int root = -1);
+
 // One collective on a channel: refuses a channel that an earlier collective left by an exception
 // (CommError: its ranks may be at different rounds, and a flag left from the failed call would
 // let a rank read a slot that no longer holds what it expects; revoke and shrink the communicator,
 // or make a new one, as after any failed collective), and marks the channel so when this one
 // leaves by an exception.
+//
+// Mismatch detection: with a descriptor (what this rank is calling), the collective's first
+// round writes it into the channel before raising this rank's first flag. Where that round waits
+// for every rank's `arrived` (every collective but broadcast and scatter), every rank then
+// compares every rank's: a difference throws CollectiveMismatch on every rank, at that round,
+// with the same message (every rank read the same descriptors), and leaves the channel usable.
+// Broadcast and scatter, whose root waits for nobody (a wait would cost their small-message time
+// a synchronisation): a non-root compares the root's descriptor with its own once the root's
+// flag of the round is up, and a root takes the round's claim (a second root finds it taken); the
+// ranks that find a difference throw CollectiveMismatch (each naming what it compared), the
+// others may return normally, and the channel of a rank that threw is refused later (ShmCall).
+// No rank reads data another call wrote. Nested calls (the hierarchical collectives running a
+// shared-memory one inside the host) check the outermost descriptor given. Not checked here: a
+// call that moves no data (it has no round; the next call's round finds the ranks apart) and a
+// mismatch between hosts (their exchange is MPI point-to-point, whose tags carry the call's key:
+// comm/communicator.hpp).
 class ShmCall {
  public:
-  ShmCall(const OpContext& ctx, ShmSegment::Channel& ch);
+  ShmCall(const OpContext& ctx, ShmSegment::Channel& ch, const ShmSegment::CallDesc* desc = nullptr);
   ~ShmCall();
   ShmCall(const ShmCall&) = delete;
   ShmCall& operator=(const ShmCall&) = delete;
@@ -37,7 +60,21 @@ class ShmCall {
   ShmSegment::Channel& ch_;
   int uncaught_;
   bool in_step_ = false;
+  bool set_pending_ = false;
 };
+
+// The first round of a call with a descriptor: shm_announce writes it (before this rank's
+// `arrived` flag of `round` goes up), shm_verify compares every rank's (after every rank's flag of
+// `round` was seen) and throws CollectiveMismatch. Both do nothing when no descriptor is pending.
+void shm_announce(ShmSegment::Channel& ch, std::uint64_t round);
+void shm_verify(OpContext& ctx, ShmSegment::Channel& ch, std::uint64_t round);
+// Broadcast and scatter, first round. The root: announces and takes the round's claim (throws
+// CollectiveMismatch if another rank took it). A non-root: announces, raises `arrived`, waits
+// until the root's `reduced` (or, if the root is in another collective, `arrived`) flag reached
+// `round`, and compares the root's descriptor with its own (throws CollectiveMismatch). With no
+// descriptor pending, the non-root only raises `arrived` and waits for the root's `reduced`.
+void shm_root_first_round(OpContext& ctx, ShmSegment::Channel& ch, std::uint64_t round);
+void shm_nonroot_first_round(OpContext& ctx, ShmSegment::Channel& ch, std::uint64_t round, int root);
 
 // Pieces of up to this many bytes are reduced whole by the rank(s) that need the result (one
 // synchronisation instead of two).
@@ -77,8 +114,10 @@ std::uint64_t shm_open_round_with(OpContext& ctx, ShmSegment::Channel& ch, Fill&
   // round before waited for it; not after a broadcast, whose other ranks wait for the root alone).
   shm_wait_for_all(ctx, ch, false, round - 1);
   fill(ch.slot(shm_generation(round), ch.rank()));
+  shm_announce(ch, round);
   shm_raise(ctx, ch.arrived(ch.rank()), round);
   shm_wait_for_all(ctx, ch, false, round);
+  shm_verify(ctx, ch, round);
   return round;
 }
 

@@ -30,7 +30,7 @@ void tree_allreduce_run(OpContext& ctx, const void* send, void* recv, std::size_
 
 void tree_allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                     const CollectiveOptions& o) {
-  OpContext ctx(comm, "tree_allreduce", o.timeout_s);
+  OpContext ctx(comm, "tree_allreduce", o.timeout_s, collective_key("allreduce", count, static_cast<int>(dtype), static_cast<int>(op)));
   const std::size_t bytes = count * dtype_size(dtype);
   detail::with_host_buffers(send, bytes, recv, send && send != recv ? 0 : bytes, bytes, [&](const void* s, void* r) {
     detail::tree_allreduce_run(ctx, s ? s : r, r, count, dtype, op, o.segment_bytes, o.window);

@@ -24,7 +24,7 @@ void ProcessGroupFtcc::monitoredBarrier(const c10d::BarrierOptions& opts, bool) 
   k.result_bytes = 0;
   k.compute = [ms](comm::Communicator& c, int) {
     // Every rank takes the same tag: the group's next collective's.
-    const int tag = c.next_collective_tag();
+    const int tag = c.next_collective_tag(comm::collective_key("monitored_barrier", 0));
     const MPI_Comm m = c.raw();
     const int me = c.rank(), n = c.size();
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);

@@ -10,6 +10,9 @@ for each failure it sees, so the test can compare what the survivors saw.
   --no-recover         RankFailure is not caught (a program that does not recover)
   --wrong-shrink       on RankFailure, first call dist.shrink_group with the wrong ranks (printed,
                        then the right ones)
+  --mismatch-at S:K    at step S the ranks call different collectives (K = order: rank 0 all_reduce
+                       then broadcast, the others broadcast then all_reduce; K = shape: rank 0
+                       all_reduce of 4 float32, the others of 8 float64)
 """
 import argparse
 
@@ -25,6 +28,7 @@ p.add_argument("--steps", type=int, default=60)
 p.add_argument("--raise-at")
 p.add_argument("--no-recover", action="store_true")
 p.add_argument("--wrong-shrink", action="store_true")
+p.add_argument("--mismatch-at")
 args = p.parse_args()
 
 torch.manual_seed(0)
@@ -41,6 +45,17 @@ while step < args.steps:
     ftcc_torch.begin_step(step)
     if me == raise_rank and step == raise_step:
         raise RuntimeError(f"the program failed on rank {me} at step {step}")
+    if args.mismatch_at and step == int(args.mismatch_at.split(":")[0]):
+        kind = args.mismatch_at.split(":")[1]
+        if kind == "order":
+            t = torch.ones(4)
+            calls = [lambda: dist.all_reduce(t), lambda: dist.broadcast(t, 0)]
+            for call in calls if me == 0 else calls[::-1]:
+                call()
+        else:
+            t = torch.ones(4) if me == 0 else torch.ones(8, dtype=torch.float64)
+            dist.all_reduce(t)
+        print(f"rank {me}: the mismatched calls returned {t.tolist()}", flush=True)
     try:
         opt.zero_grad()
         x = torch.randn(8, 10, generator=torch.Generator().manual_seed(step * 100 + dist.get_rank()))

@@ -23,6 +23,10 @@ summary rank 0 wrote (ranks, recoveries, exactly-once counts per epoch, the weig
                           refused with one line
   program_error           rank 1 raises: exit 4, one job-error line naming rank 1, the traceback
   no_recovery             a program that does not catch RankFailure: exit 4, one line
+  collective_mismatch     failure_prog.py --mismatch-at: the ranks call all_reduce and broadcast in
+                          different orders, or all_reduce with different shapes and dtypes: exit 4,
+                          one job-error line naming each rank's call; no rank returns (was: rank
+                          0's all_reduce returned garbage, exit 0)
   not_under_mpi           python examples/torch_ddp.py without a launcher: one line saying how
   mpirun_without_ulfm     plain mpirun (no fault tolerance, no job folder): one line saying how
 
@@ -183,6 +187,18 @@ def case_no_recovery():
     check(sum(1 for l in job.out.splitlines() if l.startswith("ftcc: job error on rank")) == 1 and
           lines_with(job.out, "RankFailure") >= 1,
           "no_recovery: one job-error line, naming the RankFailure the program did not catch")
+
+
+def case_collective_mismatch():
+    for kind, calls in (("order", "rank 0 called allreduce(sum, f32, 4 elements); ranks 1, 2 called broadcast(16 bytes, root 0)"),
+                        ("shape", "rank 0 called allreduce(sum, f32, 4 elements); ranks 1, 2 called allreduce(sum, f64, 8 elements)")):
+        job = Job(3, [PY, PROG, "--steps", "10", "--mismatch-at", f"5:{kind}"])
+        rc = job.wait()
+        check(rc == 4, f"collective_mismatch {kind}: exit 4 (got {rc})")
+        errors = [l for l in job.out.splitlines() if l.startswith("ftcc: job error on rank")]
+        check(len(errors) == 1 and f"collective mismatch: {calls}" in errors[0],
+              f"collective_mismatch {kind}: one job-error line naming each rank's call ({errors})")
+        check(lines_with(job.out, "the mismatched calls returned") == 0, f"collective_mismatch {kind}: no rank returned")
 
 
 def case_not_under_mpi():
