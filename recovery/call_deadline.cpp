@@ -10,8 +10,12 @@ namespace ftcc::recovery {
 using Clock = std::chrono::steady_clock;
 
 CallDeadline::CallDeadline(std::chrono::milliseconds timeout, int my_rank, LaggardCheck laggard,
-                           std::function<void(const std::string&)> on_expire)
-    : timeout_(timeout), rank_(my_rank), laggard_(std::move(laggard)), on_expire_(std::move(on_expire)) {
+                           std::function<void(const std::string&)> on_expire, std::function<void()> before_leaving)
+    : timeout_(timeout),
+      rank_(my_rank),
+      laggard_(std::move(laggard)),
+      on_expire_(std::move(on_expire)),
+      before_leaving_(std::move(before_leaving)) {
   if (timeout_.count() > 0) thread_ = std::jthread([this](const std::stop_token& stop) { loop(stop); });
 }
 
@@ -60,6 +64,7 @@ void CallDeadline::loop(const std::stop_token& stop) {
     std::fprintf(stderr, "ftcc: rank %d: %s: leaving so the other ranks can exclude this one\n", rank_, line);
     std::fflush(stderr);
     job_record::left(std::string("deadline: ") + line);
+    if (before_leaving_) before_leaving_();
     std::raise(SIGKILL);
   }
 }

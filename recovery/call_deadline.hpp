@@ -28,9 +28,11 @@ namespace ftcc::recovery {
 class CallDeadline {
  public:
   using LaggardCheck = std::function<int(std::uint64_t seq)>;
-  // on_expire replaces the default action (record + SIGKILL self); tests use it.
+  // on_expire replaces the default action (record + SIGKILL self); tests use it. before_leaving
+  // runs just before the default action (the group fences stopped host-mates there:
+  // recovery/fence_stopped.hpp).
   CallDeadline(std::chrono::milliseconds timeout, int my_rank, LaggardCheck laggard = {},
-               std::function<void(const std::string& line)> on_expire = {});
+               std::function<void(const std::string& line)> on_expire = {}, std::function<void()> before_leaving = {});
   ~CallDeadline() = default;  // the thread is asked to stop and joined
   CallDeadline(const CallDeadline&) = delete;
   CallDeadline& operator=(const CallDeadline&) = delete;
@@ -46,6 +48,7 @@ class CallDeadline {
   int rank_;
   LaggardCheck laggard_;
   std::function<void(const std::string&)> on_expire_;
+  std::function<void()> before_leaving_;
   std::mutex mu_;                      // guards the fields below it, shared with the thread
   std::condition_variable_any cv_;     // wakes the thread when it is stopped
   bool armed_ = false, told_ = false;

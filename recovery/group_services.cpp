@@ -10,6 +10,7 @@
 #include <string>
 
 #include "ftcc/comm/communicator.hpp"
+#include "ftcc/recovery/fence_stopped.hpp"
 #include "ftcc/recovery/group_internals.hpp"
 #include "ftcc/recovery/mpi_failure_notice.hpp"
 #include "ftcc/recovery/resilient_group.hpp"
@@ -110,7 +111,8 @@ void ResilientGroup::start_services() {
   if (ulfm_s > 0)
     deadline_ = std::make_unique<CallDeadline>(
         std::chrono::milliseconds(static_cast<long long>(ulfm_s * 1000)), my_original_rank_,
-        [this](std::uint64_t seq) { return heartbeat_ ? heartbeat_->peer_behind(static_cast<std::uint32_t>(seq)) : -1; });
+        [this](std::uint64_t seq) { return heartbeat_ ? heartbeat_->peer_behind(static_cast<std::uint32_t>(seq)) : -1; },
+        std::function<void(const std::string&)>{}, [this] { fence_stopped_host_mates(*this, "a ULFM call passed its deadline"); });
   if (opt_.progress_timeout.count() > 0)
     watchdog_ = std::make_unique<ProgressWatchdog>(
         opt_.progress_timeout, "loop of rank " + std::to_string(my_original_rank_) + " (begin_step)",

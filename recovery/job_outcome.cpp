@@ -201,6 +201,8 @@ void outcome(ExitStatus status, const std::string& line, int world_initial, int 
                    /*once=*/true);
 }
 
+void finished(const std::string& line) { write_atomically("finished", "line " + line + "\n", /*once=*/true); }
+
 void quorum_lost(int original_rank, const std::string& line) {
   write_atomically("rank-" + std::to_string(original_rank) + ".quorum", line + "\n");
 }

@@ -20,7 +20,8 @@
 // writes rank-R.crashed (the signal) before the process dies; a rank that leaves without MPI_Finalize
 // (the exit guard, a deadline) writes rank-R.left saying how, one that exits after MPI_Finalize
 // writes rank-R.exited; QuorumLost writes rank-R.quorum;
-// the final group's rank 0 writes `outcome` (status and one line), atomically (temp + rename).
+// the final group's rank 0 writes `outcome` (status and one line), atomically (temp + rename), or,
+// where the processes' own exit status is the job's (the torch backend), `finished` (its line).
 // ftcc-run reads them because Open MPI's mpirun, under --with-ft ulfm, ignores killed ranks:
 // a job whose every rank died would otherwise exit 0. Without FTCC_JOB_DIR nothing is written.
 // Every writer is best effort: a record that cannot be written is reported on stderr, never thrown.
@@ -82,6 +83,12 @@ void started(int original_rank);
 // The outcome of the job, written once by the final group's rank 0. new_lost: processes started by
 // a respawn that were lost (Open MPI's mpirun exits non-zero for them although the job recovered).
 void outcome(ExitStatus status, const std::string& line, int world_initial, int world_final, int new_lost = 0);
+// A job whose exit status is its processes' own (the torch backend: the program may still fail
+// after the group ended) finished its work on the final group: `finished`, written once by that
+// group's rank 0 with its line ("the job finished on 3 of 4 ranks (1 recovery)"). Not an outcome:
+// it only starts tools/ftcc-run's finish grace (FTCC_FINISH_GRACE), so that a process that never
+// exits after the end (stopped, or stuck in an exit handler) is stopped instead of waited for.
+void finished(const std::string& line);
 // This rank stopped because its side lost the quorum.
 void quorum_lost(int original_rank, const std::string& line);
 // This process is leaving without MPI_Finalize, and how ("exited with status 1", "deadline ...").

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "ftcc/comm/errors.hpp"
+#include "ftcc/recovery/fence_stopped.hpp"
 #include "ftcc/recovery/job_outcome.hpp"
 #include "ftcc/recovery/quorum_lost.hpp"
 
@@ -26,23 +27,6 @@ ExitStatus leave(const JobOptions& job, int rank, ExitStatus status, const std::
 ExitStatus superseded(const JobOptions& job, const Superseded& e) {
   job_record::left(std::string("superseded: ") + e.what());
   return leave(job, e.rank(), ExitStatus::internal, e.what());
-}
-
-// A collective passed its deadline and this rank leaves: a host-mate that is stopped (SIGSTOP) is
-// why no peer answered, and nothing else would ever fence it with the heartbeat off: fence it,
-// so it cannot wake up later and go on alone.
-void fence_stopped_host_mates(const ResilientGroup& g) {
-  const PeerAddress& me = g.peer(g.original_rank());
-  for (int r : g.pool_members()) {
-    if (r == g.original_rank()) continue;
-    const PeerAddress& p = g.peer(r);
-    if (p.pid <= 0 || p.host_id != me.host_id || !Heartbeat::process_stopped(p.pid, p.start_time)) continue;  // SIGSTOP, not a debugger
-    ::kill(p.pid, SIGKILL);
-    std::fprintf(stderr, "ftcc: rank %d (pid %d) was stopped while rank %d's collective timed out: fenced (SIGKILL)\n", r,
-                 p.pid, g.original_rank());
-    job_record::left_for(r, "fenced (SIGKILL) by rank " + std::to_string(g.original_rank()) +
-                                ": stopped while a collective timed out");
-  }
 }
 
 }  // namespace
@@ -138,7 +122,7 @@ JobEnd run_on_group(ResilientGroup& group, const std::function<void(ResilientGro
     return {leave(job, me, ExitStatus::quorum_lost, e.what()), true};
   } catch (const comm::Timeout& e) {
     job_record::left(std::string("deadline: ") + e.what());
-    fence_stopped_host_mates(*g);
+    fence_stopped_host_mates(*g, "a collective timed out");
     return {leave(job, me, ExitStatus::internal,
                   std::string(e.what()) + ": leaving so the other ranks can exclude this one"),
             true};

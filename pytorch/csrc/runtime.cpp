@@ -490,13 +490,16 @@ int Runtime::finish() {
       }
       // No outcome record: the program's own exit status, after MPI_Finalize, is the job's
       // (tools/ftcc-run reports mpirun's status when the survivors finalized; sys.exit(1) after a
-      // clean end stays 1).
+      // clean end stays 1). The `finished` record starts ftcc-run's finish grace, so that a
+      // process that never exits from here on (stopped, stuck in an exit handler) is stopped.
       if (universe_->rank() == 0) {
         universe_->check_current("finishing the job");
         const auto events = universe_->events().size();
-        say("the job finished on " + std::to_string(universe_->size()) + " of " +
-            std::to_string(universe_->initial_size()) + " ranks (" + std::to_string(events) +
-            (events == 1 ? " recovery)" : " recoveries)"));
+        const std::string line = "the job finished on " + std::to_string(universe_->size()) + " of " +
+                                 std::to_string(universe_->initial_size()) + " ranks (" + std::to_string(events) +
+                                 (events == 1 ? " recovery)" : " recoveries)");
+        say(line);
+        recovery::job_record::finished(line);
       }
     } catch (const recovery::JobError& e) {
       status = static_cast<int>(e.status());

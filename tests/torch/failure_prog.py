@@ -10,18 +10,15 @@ for each failure it sees, so the test can compare what the survivors saw.
   --no-recover         RankFailure is not caught (a program that does not recover)
   --wrong-shrink       on RankFailure, first call dist.shrink_group with the wrong ranks (printed,
                        then the right ones)
+  --stop-at-exit R     rank R SIGSTOPs itself in an exit handler that runs after the job ended
   --mismatch-at S:K    at step S the ranks call different collectives (K = order: rank 0 all_reduce
                        then broadcast, the others broadcast then all_reduce; K = shape: rank 0
                        all_reduce of 4 float32, the others of 8 float64)
 """
 import argparse
-
-import torch
-import torch.distributed as dist
-import torch.nn as nn
-from torch.nn.parallel import DistributedDataParallel as DDP
-
-import ftcc_torch
+import atexit
+import os
+import signal
 
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=60)
@@ -29,7 +26,19 @@ p.add_argument("--raise-at")
 p.add_argument("--no-recover", action="store_true")
 p.add_argument("--wrong-shrink", action="store_true")
 p.add_argument("--mismatch-at")
+p.add_argument("--stop-at-exit", type=int, default=-1)
 args = p.parse_args()
+if int(os.environ.get("OMPI_COMM_WORLD_RANK", "-1")) == args.stop_at_exit:
+    # Registered before ftcc_torch is imported, so it runs after ftcc_torch's own exit handler
+    # (the job has ended): a process stuck for good after the end.
+    atexit.register(lambda: os.kill(os.getpid(), signal.SIGSTOP))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+import ftcc_torch  # noqa: E402
 
 torch.manual_seed(0)
 torch.set_num_threads(1)

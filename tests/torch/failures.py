@@ -27,6 +27,12 @@ summary rank 0 wrote (ranks, recoveries, exactly-once counts per epoch, the weig
                           different orders, or all_reduce with different shapes and dtypes: exit 4,
                           one job-error line naming each rank's call; no rank returns (was: rank
                           0's all_reduce returned garbage, exit 0)
+  hang_without_heartbeat  failure_prog.py, rank 1 SIGSTOPs itself at step 10 with the heartbeat off
+                          (FTCC_HANG_TIMEOUT_S=0): the others leave at their deadline and fence it
+                          first: exit 5 within a minute (was: ftcc-run waited for ever)
+  stuck_after_end         failure_prog.py --stop-at-exit 2: rank 2 SIGSTOPs itself after the job
+                          ended: the `finished` record starts the finish grace (5 s), rank 2 is
+                          stopped, exit 0 with one line naming it (was: ftcc-run waited for ever)
   not_under_mpi           python examples/torch_ddp.py without a launcher: one line saying how
   mpirun_without_ulfm     plain mpirun (no fault tolerance, no job folder): one line saying how
 
@@ -199,6 +205,29 @@ def case_collective_mismatch():
         check(len(errors) == 1 and f"collective mismatch: {calls}" in errors[0],
               f"collective_mismatch {kind}: one job-error line naming each rank's call ({errors})")
         check(lines_with(job.out, "the mismatched calls returned") == 0, f"collective_mismatch {kind}: no rank returned")
+
+
+def case_hang_without_heartbeat():
+    t0 = time.monotonic()
+    job = Job(3, [PY, PROG, "--steps", "40"], env={"FTCC_FAULTS": "hang:rank=1:step=10", "FTCC_HANG_TIMEOUT_S": "0",
+                                                   "FTCC_COMM_TIMEOUT_S": "4", "FTCC_ULFM_TIMEOUT_S": "5"})
+    rc = job.wait(timeout=120)
+    took = time.monotonic() - t0
+    check(rc == 5, f"hang_without_heartbeat: exit 5, every rank lost (got {rc}, after {took:.0f} s)")
+    check(lines_with(job.out, "rank 1: fenced (SIGKILL) by rank") == 1,
+          "hang_without_heartbeat: ftcc-run's line says rank 1 was fenced by a rank leaving at its deadline")
+    check(lines_with(job.out, "was stopped while a ULFM call passed its deadline") >= 1,
+          "hang_without_heartbeat: the fencing rank said so")
+
+
+def case_stuck_after_end():
+    job = Job(3, [PY, PROG, "--steps", "20", "--stop-at-exit", "2"], env={"FTCC_FINISH_GRACE": "5"})
+    rc = job.wait(timeout=120)
+    check(rc == 0, f"stuck_after_end: exit 0, the job finished (got {rc})")
+    check(lines_with(job.out, "ftcc: the job finished on 3 of 3 ranks") == 1, "stuck_after_end: the job finished on 3 ranks")
+    check(lines_with(job.out, "ftcc-run: the job finished on 3 of 3 ranks (0 recoveries); processes still running 5 s "
+                              "later were stopped: rank 2 (pid") == 1,
+          "stuck_after_end: one line names rank 2, stopped after the grace")
 
 
 def case_not_under_mpi():
