@@ -501,6 +501,22 @@ elif case == "comm_timeout_env":
            no_recovery_line=True)
     w.check_kept(new_checkpoints_allowed=False)
 
+elif case == "deadline_laggard":
+    # Rank 0 is busy 8 s at step 10 (FTCC_COMM_TIMEOUT_S=5): the 3 healthy ranks time out waiting
+    # for it in the gradient allreduce and leave; rank 0 recovers without them and trains on
+    # alone. Was: "finished on 1 of 4 ranks", exit 0. The deadline's verdict (tools/ftcc-run): the
+    # ranks that left waiting outnumber the final group: a job error.
+    env = dict(os.environ, FTCC_COMM_TIMEOUT_S="5")
+    cmd = [RUN, "-n", "4", "-x", "FTCC_COMM_TIMEOUT_S", TRAIN, *MODEL, "--steps", "30",
+           "--inject", "delay:rank=0:step=10:ms=8000"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
+    print(f"$ FTCC_COMM_TIMEOUT_S=5 {' '.join(cmd)}\n  exit {p.returncode}")
+    out = p.stdout + p.stderr
+    expect(p.returncode, 4, out, line="ftcc-run: the job finished on 1 of 4 ranks, but rank(s) 1, 2, 3 left at their "
+                                      "deadline waiting for the others (rank 1: deadline: shm_allreduce: timed out after")
+    check(once(out, "waiting for peer(s) [0]): the ranks they waited for were behind, not lost"),
+          "the line names the rank they waited for (0)")
+
 elif case == "embed_without_ulfm":
     # A plain mpirun (no --with-ft ulfm): the group refuses to start instead of dying at the
     # first failure, once, saying how to get ULFM.
