@@ -213,6 +213,8 @@ class ElasticTrainer:
     # ---- recovery ----------------------------------------------------------------------------
     _recovered_at = None
 
+    _recoveries_seen = 0  # ftcc_torch.recoveries() records already counted in self.recoveries
+
     def _recover(self, e):
         t0 = time.perf_counter()
         before = dist.get_world_size()
@@ -224,9 +226,17 @@ class ElasticTrainer:
                 self._wrap()
                 break
             except RankFailure as again:
-                failed = list(again.failed_ranks)
+                failed = list(again.failed_ranks)  # a failure inside the recovery: the shrink, the sync, DDP
         ms = (time.perf_counter() - t0) * 1e3
-        rec = {"failed": list(e.failed_ranks), "from": before, "to": dist.get_world_size(), "step": self.step,
+        # Every rank lost in this recovery, as original (launch) ranks: the backend's records of
+        # the default group since the last recovery (a failure inside the recovery is numbered
+        # in the group it happened in; the records say which processes those were).
+        from . import recoveries
+        recs = recoveries()
+        lost = sorted({r for x in recs[self._recoveries_seen:] if x.get("group") == "default"
+                       for r in x.get("failed_original", [])})
+        self._recoveries_seen = len(recs)
+        rec = {"failed": lost or list(e.failed_ranks), "from": before, "to": dist.get_world_size(), "step": self.step,
                "epoch": self.epoch, "recover_ms": ms}
         self.recoveries.append(rec)
         self._recovered_at = t0

@@ -9,6 +9,8 @@ summary rank 0 wrote (ranks, recoveries, exactly-once counts per epoch, the weig
   ddp_rank0_lost          the same with rank 0 killed at the start of a step
   ddp_hang                rank 1 SIGSTOPs itself: the heartbeat fences it (FTCC_HANG_TIMEOUT_S=2)
   ddp_kill_in_shrink      rank 1 dies, then rank 3 dies inside the recovery's shrink: 2 ranks go on
+  ddp_kill_in_sync        rank 1 dies at step 20, then rank 3 inside the recovery's state sync (its
+                          broadcast): 2 ranks go on, the summary lists both (was: only rank 1)
   ddp_kill_at_last_step   rank 1 dies inside the last step's allreduce: the ranks that completed
                           it and the ones that did not meet in the trainer's final barrier
   linear_sigkill          examples/torch_linear.py (the plain-torch loop): rank 2 SIGKILLed from
@@ -110,6 +112,16 @@ def case_ddp_kill_in_shrink():
     check(rc == 0, f"ddp_kill_in_shrink: exit 0 (got {rc})")
     check(s.get("ranks") == 2 and failed_sets(s) == [1, 3], f"ddp_kill_in_shrink: finished on 2 ranks, 1 and 3 lost ({s.get('ranks')}, {failed_sets(s)})")
     check(exactly_once(s), "ddp_kill_in_shrink: every sample once per epoch")
+
+
+def case_ddp_kill_in_sync():
+    rc, job, s = ddp(4, "kill:rank=1:step=20,kill:rank=3:step=20:phase=broadcast")
+    check(rc == 0, f"ddp_kill_in_sync: exit 0 (got {rc})")
+    check(lines_with(job.out, "fault injection on rank 3 at step 20 (broadcast)") == 1,
+          "ddp_kill_in_sync: rank 3's kill fired inside a broadcast (the state sync)")
+    check(s.get("ranks") == 2 and failed_sets(s) == [1, 3],
+          f"ddp_kill_in_sync: finished on 2 ranks, the summary lists ranks 1 and 3 ({s.get('ranks')}, {failed_sets(s)})")
+    check(exactly_once(s), "ddp_kill_in_sync: every sample once per epoch")
 
 
 def case_ddp_kill_at_last_step():
