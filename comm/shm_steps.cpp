@@ -27,6 +27,17 @@ constexpr std::uint64_t kClaimRanks = 65536;  // a root claim: round * kClaimRan
 constexpr const char* kMismatchAdvice =
     ". Every rank must call the same collectives in the same order, with the same count, dtype, op and root";
 
+// Polls until done(), with the deadline and back-off of every ftcc wait and, every few idle
+// rounds, the channel's liveness receives; a Timeout names host rank p.
+template <class Done>
+void wait_until(OpContext& ctx, ShmSegment::Channel& ch, int p, Done&& done) {
+  for (unsigned idle = 1; !done(); ++idle) {
+    if (idle % kLivenessEvery == 0) ch.check_peers(ctx.op());
+    ctx.idle_waiting_for(ch.comm_rank(p));
+  }
+  ctx.progressed();
+}
+
 }  // namespace
 
 ShmCall::ShmCall(const OpContext& ctx, ShmSegment::Channel& ch, const ShmSegment::CallDesc* desc)
@@ -183,13 +194,9 @@ void shm_nonroot_first_round(OpContext& ctx, ShmSegment::Channel& ch, std::uint6
   // never raise `reduced`): either way its descriptor of this round is written.
   ShmSegment::Flag& reduced = ch.reduced(root);
   ShmSegment::Flag& arrived = ch.arrived(root);
-  for (unsigned idle = 1; reduced.value.load(std::memory_order_acquire) < round &&
-                          arrived.value.load(std::memory_order_acquire) < round;
-       ++idle) {
-    if (idle % kLivenessEvery == 0) ch.check_peers(ctx.op());
-    ctx.idle_waiting_for(ch.comm_rank(root));
-  }
-  ctx.progressed();
+  wait_until(ctx, ch, root, [&] {
+    return reduced.value.load(std::memory_order_acquire) >= round || arrived.value.load(std::memory_order_acquire) >= round;
+  });
   const ShmSegment::CallDesc& d = ch.call(shm_generation(round), root);
   if (d.round == round && d == mine) {
     if (reduced.value.load(std::memory_order_acquire) >= round) return;  // (the root raises it before `arrived`)
@@ -241,11 +248,7 @@ void shm_raise(OpContext& ctx, ShmSegment::Flag& flag, std::uint64_t round) {
 
 void shm_wait_for(OpContext& ctx, ShmSegment::Channel& ch, bool reduced, int p, std::uint64_t round) {
   ShmSegment::Flag& f = reduced ? ch.reduced(p) : ch.arrived(p);
-  for (unsigned idle = 1; f.value.load(std::memory_order_acquire) < round; ++idle) {
-    if (idle % kLivenessEvery == 0) ch.check_peers(ctx.op());
-    ctx.idle_waiting_for(ch.comm_rank(p));
-  }
-  ctx.progressed();
+  wait_until(ctx, ch, p, [&] { return f.value.load(std::memory_order_acquire) >= round; });
 }
 
 void shm_wait_for_all(OpContext& ctx, ShmSegment::Channel& ch, bool reduced, std::uint64_t round) {
