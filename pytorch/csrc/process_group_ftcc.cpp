@@ -42,8 +42,6 @@ OpTask::Poll poll_request(comm::Communicator& c, comm::P2PRequest req, const cha
   };
 }
 
-std::int64_t bytes_of(const at::Tensor& t) { return static_cast<std::int64_t>(t.numel() * t.element_size()); }
-
 // A reduction into a new host tensor: PREMUL_SUM's factor first, AVG's division by the number of
 // ranks that took part after (the survivors', when the call ran again after a failure).
 at::Tensor reduce_into_new(comm::Communicator& c, at::Tensor in, comm::ReduceOp op, bool avg, double factor,
@@ -53,20 +51,6 @@ at::Tensor reduce_into_new(comm::Communicator& c, at::Tensor in, comm::ReduceOp 
   comm::allreduce(c, in.data_ptr(), out.data_ptr(), static_cast<std::size_t>(in.numel()), dt, op);
   if (avg) out.div_(c.size());
   return out;
-}
-
-at::Tensor flat_cat(const std::vector<at::Tensor>& ts) {
-  std::vector<at::Tensor> flat;
-  for (const auto& t : ts) flat.push_back(host_input(t));
-  return flat.empty() ? at::Tensor() : at::cat(flat);
-}
-
-void write_split(const std::vector<at::Tensor>& outs, const at::Tensor& flat) {
-  std::int64_t at = 0;
-  for (const auto& o : outs) {
-    write_result(o, flat.narrow(0, at, o.numel()));
-    at += o.numel();
-  }
 }
 
 }  // namespace
@@ -318,6 +302,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allgather(std::vector<std::vect
   TORCH_CHECK_VALUE(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
                     "ftcc: allgather: expected one output list of ", getSize(), " tensors");
   at::Tensor in = inputs[0];
+  if (!same_numel(outputs[0], in)) return allgather_uneven(outputs[0], in);
   check_same(outputs[0], in, "allgather", "output");
   std::vector<at::Tensor> outs = outputs[0];
   sync_current_streams({in});
@@ -497,6 +482,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::gather(std::vector<std::vector<
   if (getRank() == root) {
     TORCH_CHECK_VALUE(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
                       "ftcc: gather: the root needs one output list of ", getSize(), " tensors");
+    // Sizes that differ by rank would need every rank to know the root's list: all_gather takes them.
+    TORCH_CHECK_VALUE(same_numel(outputs[0], in), "ftcc: gather: the root's output list has sizes that differ by "
+                      "rank; gather takes equal sizes (as gloo's): use all_gather, which takes sizes that differ");
     check_same(outputs[0], in, "gather", "output");
     outs = outputs[0];
   } else {
@@ -598,6 +586,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::reduce_scatter(std::vector<at::
   at::Tensor out = outputs[0];
   TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
                     "ftcc: reduce_scatter: expected one input list of ", getSize(), " tensors");
+  if (!same_numel(inputs[0], out)) return reduce_scatter_uneven(out, inputs[0], opts);
   check_same(inputs[0], out, "reduce_scatter", "input");
   const comm::ReduceOp op = reduce_op_of(opts.reduceOp, out, "reduce_scatter");
   const bool avg = is_avg(opts.reduceOp);

@@ -156,6 +156,14 @@ class ProcessGroupFtcc : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
  private:
+  // all_gather and reduce_scatter of tensor lists whose sizes differ by rank (torch allows it:
+  // NCCL's allgatherv / reduce_scatter_v): every rank knows every size from its list, so all take
+  // this path. One alltoallv (comm/alltoall.cpp) moves the blocks; reduce_scatter then reduces the
+  // group's blocks here, in rank order (the same result on any run). process_group_uneven.cpp.
+  c10::intrusive_ptr<c10d::Work> allgather_uneven(const std::vector<at::Tensor>& outs, const at::Tensor& in);
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_uneven(const at::Tensor& out, const std::vector<at::Tensor>& ins,
+                                                       const c10d::ReduceScatterOptions& opts);
+
   // A collective as the runner runs it (op_task.hpp); `outputs` are the Work's result tensors.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, OpTask t, std::vector<at::Tensor> outputs,
                                          bool result_is_value = false);

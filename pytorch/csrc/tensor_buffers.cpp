@@ -100,6 +100,28 @@ void check_same(const std::vector<at::Tensor>& ts, const at::Tensor& like, const
   }
 }
 
+bool same_numel(const std::vector<at::Tensor>& ts, const at::Tensor& like) {
+  for (const auto& t : ts)
+    if (t.numel() != like.numel()) return false;
+  return true;
+}
+
+std::int64_t bytes_of(const at::Tensor& t) { return static_cast<std::int64_t>(t.numel() * t.element_size()); }
+
+at::Tensor flat_cat(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> flat;
+  for (const auto& t : ts) flat.push_back(host_input(t));
+  return flat.empty() ? at::Tensor() : at::cat(flat);
+}
+
+void write_split(const std::vector<at::Tensor>& outs, const at::Tensor& flat) {
+  std::int64_t at = 0;
+  for (const auto& o : outs) {
+    write_result(o, flat.narrow(0, at, o.numel()));
+    at += o.numel();
+  }
+}
+
 at::Tensor host_input(const at::Tensor& t) {
   if (t.device().is_cpu() && t.is_contiguous()) return t.reshape({-1});
   return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous().reshape({-1});

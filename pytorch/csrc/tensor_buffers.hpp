@@ -37,6 +37,14 @@ void check_tensor(const at::Tensor& t, const char* op);
 // All tensors of a list have t's dtype and number of elements.
 void check_same(const std::vector<at::Tensor>& ts, const at::Tensor& like, const char* op, const char* what);
 
+// Whether every tensor of the list has as many elements as `like` (an even collective).
+bool same_numel(const std::vector<at::Tensor>& ts, const at::Tensor& like);
+std::int64_t bytes_of(const at::Tensor& t);
+// The tensors' elements, concatenated into one flat host tensor (undefined for none).
+at::Tensor flat_cat(const std::vector<at::Tensor>& ts);
+// outs[0], outs[1], ... <- consecutive runs of a flat result, of their sizes.
+void write_split(const std::vector<at::Tensor>& outs, const at::Tensor& flat);
+
 // The tensor's elements as one flat contiguous host tensor: t itself (a view) when it already is
 // contiguous host memory, else a copy (read when the operation runs, as the worker's order says).
 at::Tensor host_input(const at::Tensor& t);

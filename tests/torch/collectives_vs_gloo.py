@@ -12,7 +12,7 @@ and data movement exactly; float sums within 2(n-1) eps sum|x| and products with
 |x| relative (any summation order's rounding error bound, doubled), and AVG against gloo's SUM
 divided by n (gloo has no AVG). Where gloo lacks an operation for a dtype, the reference is
 computed from gloo's all_gather of the inputs. Every ftcc result must also be bitwise identical
-on all ranks. Non-contiguous inputs, uneven all_to_all splits, every root of the rooted
+on all ranks. Non-contiguous inputs, uneven all_to_all splits, uneven all_gather and reduce_scatter, every root of the rooted
 operations, coalesced and _base variants, PREMUL_SUM (FSDP's gradient divide), asynchronous work
 with futures, and bad use (a dtype, an op, a shape, a peer) are checked too. Prints one line per check; exits 1 on any failure.
 """
@@ -184,6 +184,26 @@ for di, dtype in enumerate(DTYPES):
         ours = torch.empty(6, dtype=dtype)
         dist.reduce_scatter_tensor(ours, x, op=OPS[opname])
         say(close(ours, want, dtype, opname, abs_sum(x).chunk(n)[rank]), f"reduce_scatter_tensor {opname} {name}")
+    # uneven all_gather and reduce_scatter (as NCCL's allgatherv / reduce_scatter_v): rank r's block
+    # has r + 1 rows; the reference is every rank's input recomputed here from its seed
+    sizes = [p + 1 for p in range(n)]
+    x = rand(dtype, (sizes[rank], 3), di + 91)
+    outs = [torch.empty((s, 3), dtype=dtype) for s in sizes]
+    dist.all_gather(outs, x)
+    ok = all(torch.equal(o, rand(dtype, (sizes[p], 3), di + 91, who=p)) for p, o in enumerate(outs))
+    say(ok, f"all_gather {name} uneven sizes {sizes}")
+    for opname in ("sum", "max"):
+        seed = di * 7 + 300 + len(opname)
+        ins = [rand(dtype, (sizes[p],), seed * 100 + p) for p in range(n)]  # my block for rank p
+        ours = torch.empty(sizes[rank], dtype=dtype)
+        dist.reduce_scatter(ours, ins, op=OPS[opname])
+        blocks = [rand(dtype, (sizes[rank],), seed * 100 + rank, who=q) for q in range(n)]  # every rank's for me
+        wide = [b.double() if dtype.is_floating_point else b.to(torch.int64) for b in blocks]
+        acc = wide[0].clone()
+        for b in wide[1:]:
+            acc = torch.add(acc, b) if opname == "sum" else torch.maximum(acc, b)
+        bound = sum(b.double().abs() for b in blocks)
+        say(close(ours, acc.to(dtype), dtype, opname, bound), f"reduce_scatter {opname} {name} uneven sizes {sizes}")
     # all_to_all_single: equal parts, then uneven splits (rank r sends (r + p) % 3 rows to p)
     x = rand(dtype, (n * 2, 3), di + 77)
     ours, ref = torch.empty_like(x), torch.empty_like(x)
@@ -305,6 +325,12 @@ refuses(lambda: dist.all_gather([torch.zeros(2)] * (n + 1), torch.zeros(2)), (Va
         ["ftcc", "allgather", "tensors"], "all_gather with a list of n+1 tensors")
 refuses(lambda: dist.all_gather_into_tensor(torch.zeros(n * 2 + 1), torch.zeros(2)), (ValueError, RuntimeError),
         ["ftcc", "elements"], "all_gather_into_tensor of the wrong size")
+refuses(lambda: dist.all_gather([torch.zeros(p + 2) for p in range(n)], torch.zeros(1)), (ValueError, RuntimeError),
+        ["ftcc", "allgather", f"output[{rank}]", "must match rank r's tensor"],
+        "uneven all_gather whose entry for this rank is not its tensor's size")
+refuses(lambda: dist.reduce_scatter(torch.zeros(1), [torch.zeros(p + 2) for p in range(n)]), (ValueError, RuntimeError),
+        ["ftcc", "reduce_scatter", f"input[{rank}]", "must match rank r's tensor"],
+        "uneven reduce_scatter whose entry for this rank is not its output's size")
 refuses(lambda: dist.send(torch.zeros(2), (rank + 1) % n, tag=1 << 20), (ValueError, RuntimeError), ["ftcc", "tag"],
         "a send tag past ftcc's range")
 refuses(lambda: dist.recv(torch.zeros(2)), (ValueError, RuntimeError), ["ftcc", "any source"], "recv from any source")
