@@ -3,6 +3,12 @@
     trainer = ElasticTrainer(model, optimizer, (features, targets), global_batch=40, epochs=20)
     trainer.run(lambda model, batch: loss_fn(model(batch[0]), batch[1]))   # returns the loss
 
+    loader = DataLoader(dataset, batch_size=10, sampler=ElasticDistributedSampler(dataset), num_workers=2)
+    trainer = ElasticTrainer(model, optimizer, loader, epochs=20)          # global batch 10 x world size
+
+data is two tensors, a map-style Dataset or a DataLoader (_trainer_data.py): the trainer chooses the
+samples, the loader's dataset, collate_fn and workers fetch them.
+
 run() owns the loop over epochs and steps. Each step takes the next global batch of the epoch's
 permutation (ExactlyOnceSampler), this rank's share of it, calls step_fn for the loss, runs
 backward (through DistributedDataParallel, or the exact-sum reduction with deterministic=True),
@@ -28,7 +34,7 @@ applied step (scheduler_interval="step") or epoch ("epoch"); after a recovery it
 most advanced survivor's state, so the learning rate at each step is the fault-free run's.
 
 Left out: hot spares and respawned processes (a group only shrinks here), state streaming for
-models that do not fit one pickled broadcast, and datasets that are not indexable tensors.
+models that do not fit one pickled broadcast, and IterableDatasets (no indices to re-split).
 """
 import hashlib
 import io
@@ -42,11 +48,12 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ._errors import RankFailure
+from ._trainer_data import TrainerData
 from .sampler import ExactlyOnceSampler
 
 
 class ElasticTrainer:
-    def __init__(self, model, optimizer, data, *, global_batch, epochs, seed=0, ddp=True, deterministic=False,
+    def __init__(self, model, optimizer, data, *, global_batch=None, epochs, seed=0, ddp=True, deterministic=False,
                  micro_batch=None, log=None, summary_path=None, scheduler=None, scheduler_interval="step"):
         if not dist.is_initialized():
             raise RuntimeError("ElasticTrainer: call dist.init_process_group('ftcc') first")
@@ -54,9 +61,14 @@ class ElasticTrainer:
         # the explicit path, RankFailure on every call in flight, not the transparent one.
         from . import set_transparent
         set_transparent(False)
-        features, targets = data
-        if len(features) != len(targets):
-            raise ValueError(f"ElasticTrainer: {len(features)} feature rows but {len(targets)} targets")
+        self.data = TrainerData(data)
+        if global_batch is None:
+            if self.data.batch_size is None:
+                raise ValueError("ElasticTrainer: give global_batch= (the samples of one step over all ranks), or a "
+                                 "DataLoader whose batch_size is the per-rank batch")
+            global_batch = self.data.batch_size * dist.get_world_size()
+        if self.data.n <= 0:
+            raise ValueError("ElasticTrainer: the data set is empty")
         if global_batch <= 0 or epochs <= 0:
             raise ValueError(f"ElasticTrainer: global_batch {global_batch} and epochs {epochs} must be positive")
         if scheduler_interval not in ("step", "epoch"):
@@ -74,10 +86,10 @@ class ElasticTrainer:
         # from the most advanced survivor with the rest, so the schedule goes on where it was.
         self.scheduler = scheduler
         self.scheduler_interval = scheduler_interval
-        self.x, self.y = features, targets
         self.global_batch = int(global_batch)
         self.epochs = int(epochs)
-        self.sampler = ExactlyOnceSampler(len(features), seed)
+        self.sampler = ExactlyOnceSampler(self.data.n, seed)
+        self._batches = None  # the rest of the epoch's batches for this rank, for the ranks of the moment
         self.use_ddp = ddp and not deterministic
         self.deterministic = deterministic
         self.micro_batch = micro_batch
@@ -92,8 +104,8 @@ class ElasticTrainer:
         self.step = 0            # steps applied, over all epochs
         # This epoch's applied samples: count, sum of indices, sum of squared indices (exact int64
         # up to about 2 million samples), and the loss sum.
-        if len(features) > 2_000_000:
-            raise ValueError(f"ElasticTrainer: {len(features)} samples; the exactly-once counts are exact up to 2,000,000")
+        if self.data.n > 2_000_000:
+            raise ValueError(f"ElasticTrainer: {self.data.n} samples; the exactly-once counts are exact up to 2,000,000")
         self.counts = torch.zeros(3, dtype=torch.int64)
         self.loss_sum = 0.0
         self.epochs_checked = []
@@ -125,6 +137,8 @@ class ElasticTrainer:
         rank, ranks = dist.get_rank(), dist.get_world_size()
         batch = self.sampler.global_batch(self.epoch, self.cursor, self.global_batch)
         mine = ExactlyOnceSampler.share(batch, rank, ranks)
+        if self._batches is None:
+            self._batches = self.data.batches(self._rest_of_epoch(rank, ranks))
         self.optimizer.zero_grad(set_to_none=False)
         if self.deterministic:
             loss_sum = self._exact_step(step_fn, batch, rank, ranks)
@@ -150,15 +164,31 @@ class ElasticTrainer:
             self.recoveries[-1]["next_step_ms"] = (time.perf_counter() - self._recovered_at) * 1e3
             self._recovered_at = None
 
+    def _fetches(self, batch, rank, ranks):
+        """The index lists this rank fetches for a step: its share (DDP), or its micro-batches."""
+        if self.deterministic:
+            m = self.micro_batch
+            return ExactlyOnceSampler.share([batch[i:i + m] for i in range(0, len(batch), m)], rank, ranks)
+        mine = ExactlyOnceSampler.share(batch, rank, ranks)
+        # More ranks than samples left: a forward through DDP all the same (its collectives must
+        # line up on every rank) on the batch's first sample, weighed 0.
+        return [mine if len(mine) else batch[:1]]
+
+    def _rest_of_epoch(self, rank, ranks):
+        plan, cursor = [], self.cursor
+        while cursor < self.sampler.n:
+            batch = self.sampler.global_batch(self.epoch, cursor, self.global_batch)
+            plan.extend(self._fetches(batch, rank, ranks))
+            cursor += len(batch)
+        return plan
+
     def _ddp_step(self, step_fn, mine, batch_len, ranks):
+        data = next(self._batches)
         if len(mine) == 0:
-            # More ranks than samples left: a forward through DDP all the same (its collectives
-            # must line up on every rank) on one sample of the batch, weighed 0.
-            one = mine.new_tensor([0]) if len(self.x) else mine
-            loss = step_fn(self.model, (self.x[one], self.y[one]))
+            loss = step_fn(self.model, data)
             (loss * 0).backward()
             return 0.0
-        loss = step_fn(self.model, (self.x[mine], self.y[mine]))
+        loss = step_fn(self.model, data)
         # DDP averages over ranks; weigh each rank's mean by its share so the result is the batch mean.
         (loss * (len(mine) * ranks / batch_len)).backward()
         return float(loss.detach()) * len(mine)
@@ -172,7 +202,7 @@ class ElasticTrainer:
         for mb in mine:
             for p in params:
                 p.grad = None
-            loss = step_fn(self.module, (self.x[mb], self.y[mb]))
+            loss = step_fn(self.module, next(self._batches))
             (loss * (len(mb) / len(batch))).backward()
             grads.append(torch.cat([p.grad.reshape(-1) for p in params]).to(torch.float64))
             loss_sum += float(loss.detach()) * len(mb)
@@ -207,6 +237,7 @@ class ElasticTrainer:
         self.epoch += 1
         self.cursor = 0
         self.counts.zero_()
+        self._batches = None
         if self.scheduler is not None and self.scheduler_interval == "epoch":
             self.scheduler.step()
 
@@ -217,6 +248,7 @@ class ElasticTrainer:
 
     def _recover(self, e):
         t0 = time.perf_counter()
+        self._batches = None  # fetched for the old split: the survivors' plan starts at the new cursor
         before = dist.get_world_size()
         failed = list(e.failed_ranks)
         while True:

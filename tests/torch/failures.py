@@ -17,6 +17,10 @@ summary rank 0 wrote (ranks, recoveries, exactly-once counts per epoch, the weig
                           outside mid-run; every survivor saw the same failed_ranks [2]
   deterministic           torch_ddp.py --deterministic: 2 ranks, 3 ranks, and 4 ranks with a kill
                           end with bitwise-identical weights (SHA-256)
+  loader                  torch_ddp.py --loader 2: ElasticTrainer over a DataLoader (2 workers, built
+                          on ElasticDistributedSampler): deterministic weights equal the tensors'
+                          on 2 ranks and on 4 with a kill; DDP with rank 0 killed; 7 bad inputs
+                          (IterableDataset, own batch_sampler, ...) refused with one line each
   lr_schedule             torch_ddp.py --deterministic --lr-halve-every 7 (ElasticTrainer with a
                           StepLR): 2 ranks, and 4 with a kill inside an allreduce: the same
                           weights (SHA-256) and the schedule's last lr
@@ -155,6 +159,33 @@ def case_deterministic():
         sums[(n, faults)] = s.get("state_sha256")
     check(len(set(sums.values())) == 1 and None not in sums.values(),
           f"deterministic: the final weights are bitwise identical on 2, 3 and 4-with-a-kill ranks: {set(sums.values())}")
+
+
+def case_loader():
+    # ElasticTrainer fed by the DataLoader a DDP script already has (ElasticDistributedSampler, 2
+    # workers, batch_size = global batch / world size): the trainer's exactly-once split, fetched by
+    # the loader's workers. Deterministic: 2 ranks on the tensors, 2 ranks on the loader and 4 ranks
+    # on the loader with a kill inside an allreduce end with the same weights, so the loader fed the
+    # same samples to the same steps, and after the kill re-split the rest as the tensors would.
+    sums = {}
+    for label, n, faults, extra in (("tensors, 2 ranks", 2, "", ()), ("loader, 2 ranks", 2, "", ("--loader", "2")),
+                                    ("loader, 4 ranks, rank 2 killed", 4, "kill:rank=2:step=30:phase=allreduce",
+                                     ("--loader", "2"))):
+        rc, job, s = ddp(n, faults, extra=("--deterministic", *extra))
+        check(rc == 0 and exactly_once(s), f"loader: {label}: exit 0, each sample once per epoch (got {rc})")
+        sums[label] = s.get("state_sha256")
+    check(len(set(sums.values())) == 1 and None not in sums.values(),
+          f"loader: bitwise-identical weights on the tensors and through the loader, with and without a kill: {sums}")
+    # The DDP (non-exact) path with rank 0 lost: the loader's workers of the new split on the survivors.
+    rc, job, s = ddp(4, "kill:rank=0:step=20", extra=("--loader", "2"))
+    check(rc == 0 and s.get("ranks") == 3 and failed_sets(s) == [0] and exactly_once(s),
+          f"loader: DDP with rank 0 killed: exit 0 on 3 ranks, each sample once (got {rc}, {s.get('ranks')}, {failed_sets(s)})")
+    # Bad data: refused at construction with one line each, nothing trained.
+    job = Job(1, [PY, os.path.join(root, "tests", "torch", "trainer_data_prog.py")])
+    rc = job.wait()
+    refused = [ln for ln in job.out.splitlines() if ln.startswith("refused ")]
+    check(rc == 0 and len(refused) == 7 and "ACCEPTED" not in job.out,
+          f"loader: 7 bad inputs refused, none accepted (got {rc}, {len(refused)} refused)")
 
 
 def case_lr_schedule():
