@@ -103,5 +103,8 @@ const char* allreduce_op_name(AllreduceAlgo algo);
 // call with `requested` runs on, or nullptr for MPI point-to-point (allreduce_wants_shm; attaches
 // the communicator's segment on first use: call it at the same point on every rank).
 ShmSegment::Channel* shm_channel(Communicator& comm, AllreduceAlgo requested, int channel);
+// On one host's channel: shm, or the point-to-point algorithm `automatic` takes instead
+// (select_one_host_allreduce; shm whenever the call or FTCC_ALLREDUCE_ALGO named an algorithm).
+AllreduceAlgo one_host_auto(AllreduceAlgo requested, std::size_t bytes, int ranks);
 
 }  // namespace ftcc::comm::detail

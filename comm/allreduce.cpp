@@ -1,6 +1,8 @@
 // allreduce: picks ring, tree or rhd. The thresholds come from a repeated sweep on the development
 // machine (docs/collectives.md has the table and the command); re-measure with bench/comm/auto_sweep
 // before changing them.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -59,7 +61,32 @@ AllreduceAlgo select_allreduce_algo(std::size_t bytes, int ranks) {
   return AllreduceAlgo::ring;
 }
 
+// From bench/comm/auto_sweep on this 2-core machine (docs/collectives.md, "Auto on one host"),
+// comparing shm with what auto picked over point-to-point in the same runs:
+//   3 and 4 ranks (more ranks than CPUs): shm led at every size from 8 B to 64 MiB, by 1.16-2.8x.
+//   2 ranks on 2 CPUs (one rank per core): point-to-point led from 256 KiB to 4 MiB (MPI's
+//   single-copy path moves each byte once; shm copies in, reduces and copies out): ring at
+//   256 KiB, rhd (one exchange) from 512 KiB to 4 MiB, 1.2-1.8x ahead of shm at 512 KiB to
+//   2 MiB; shm led or tied from 8 MiB and below 256 KiB. One rank per core at more than 2 ranks
+//   was not measured: shm there.
+AllreduceAlgo select_one_host_allreduce(std::size_t bytes, int ranks, int cpus) {
+  constexpr std::size_t KiB = detail::kKiB, MiB = 1024 * KiB;
+  if (ranks == 2 && cpus >= 2) {
+    if (bytes >= 256 * KiB && bytes < 512 * KiB) return AllreduceAlgo::ring;
+    if (bytes >= 512 * KiB && bytes < 8 * MiB) return AllreduceAlgo::rhd;
+  }
+  return AllreduceAlgo::shm;
+}
+
 namespace {
+int online_cpus() {
+  static const int n = [] {
+    const long c = sysconf(_SC_NPROCESSORS_ONLN);  // the host's, the same for every rank on it
+    return c > 0 ? static_cast<int>(c) : 1;
+  }();
+  return n;
+}
+
 // FTCC_ALLREDUCE_ALGO, read on every call (a test switches it between calls); automatic if unset.
 AllreduceAlgo env_algo() {
   // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; nothing in ftcc calls setenv
@@ -127,13 +154,25 @@ ShmSegment::Channel* shm_channel(Communicator& comm, AllreduceAlgo requested, in
 
 }  // namespace detail
 
+AllreduceAlgo detail::one_host_auto(AllreduceAlgo requested, std::size_t bytes, int ranks) {
+  if (requested != AllreduceAlgo::automatic || env_algo() != AllreduceAlgo::automatic) return AllreduceAlgo::shm;
+  return select_one_host_allreduce(bytes, ranks, online_cpus());
+}
+
 void allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                const AllreduceOptions& o) {
+  const std::size_t bytes = count * dtype_size(dtype);
   detail::ShmSegment::Channel* ch = detail::shm_channel(comm, o.algo, 0);
-  const AllreduceAlgo algo = ch ? AllreduceAlgo::shm : resolve_allreduce_algo(o.algo, count * dtype_size(dtype), comm.size());
+  AllreduceAlgo algo = AllreduceAlgo::shm;
+  if (ch && ch->hosts() == 1) {
+    // One host: auto weighs shared memory against point-to-point (select_one_host_allreduce).
+    algo = detail::one_host_auto(o.algo, bytes, comm.size());
+    if (algo != AllreduceAlgo::shm) ch = nullptr;
+  } else if (!ch) {
+    algo = resolve_allreduce_algo(o.algo, bytes, comm.size());
+  }
   OpContext ctx(comm, ch ? detail::channel_allreduce_name(*ch) : detail::allreduce_op_name(algo), o.timeout_s,
                 collective_key("allreduce", count, static_cast<int>(dtype), static_cast<int>(op)));
-  const std::size_t bytes = count * dtype_size(dtype);
   detail::with_host_buffers(send, bytes, recv, send && send != recv ? 0 : bytes, bytes, [&](const void* s, void* r) {
     if (ch)
       detail::channel_allreduce_run(ctx, *ch, s ? s : r, r, count, dtype, op, o);

@@ -57,7 +57,14 @@ AllreduceRequest allreduce_async(Communicator& comm, const void* send, void* rec
   // The channel for the progress thread's calls (attached here, on the caller's thread, where the
   // order of collectives is the same on every rank).
   detail::ShmSegment::Channel* ch = detail::shm_channel(comm, o.algo, 1);
-  const AllreduceAlgo algo = ch ? AllreduceAlgo::shm : resolve_allreduce_algo(o.algo, count * dtype_size(dtype), comm.size());
+  const std::size_t bytes = count * dtype_size(dtype);
+  AllreduceAlgo algo = AllreduceAlgo::shm;
+  if (ch && ch->hosts() == 1) {  // as the blocking allreduce: point-to-point where it measured faster
+    algo = detail::one_host_auto(o.algo, bytes, comm.size());
+    if (algo != AllreduceAlgo::shm) ch = nullptr;
+  } else if (!ch) {
+    algo = resolve_allreduce_algo(o.algo, bytes, comm.size());
+  }
   AllreduceRequest req;
   req.state_ = std::make_shared<AllreduceRequest::State>();
   // The job keeps the state alive until it has finished notifying: a waiter that sees `done` may

@@ -22,8 +22,9 @@
 //                     its slice from every rank's buffer (comm/shm_segment.hpp; FTCC_SHM=0 off)
 //   hierarchical_allreduce  ranks on several hosts, some with several: shared memory inside
 //                     each host, point-to-point between hosts (comm/hierarchical_allreduce.cpp)
-//   allreduce         shm or hierarchical when some host has several ranks, else one of the
-//                     three above by size and rank count (select_allreduce_algo); or
+//   allreduce         shm or hierarchical when some host has several ranks (on one host, auto
+//                     takes point-to-point where that measured faster: select_one_host_allreduce),
+//                     else one of the three above by size and rank count (select_allreduce_algo); or
 //                     options.algo, or FTCC_ALLREDUCE_ALGO=ring|tree|rhd|shm|auto (shm falls back
 //                     to the choice by size where every rank is alone on its host)
 //   broadcast         binomial tree, or pipelined chain for large messages on more than 4 ranks
@@ -98,6 +99,10 @@ void rhd_allreduce(Communicator& comm, const void* send, void* recv, std::size_t
 // (FTCC_ALLREDUCE_ALGO and shared memory aside). Thresholds come from ftcc-bench on the
 // development machine: docs/collectives.md.
 AllreduceAlgo select_allreduce_algo(std::size_t bytes, int ranks);
+// What `automatic` picks where every rank is on one host with `cpus` online CPUs: shm, or a
+// point-to-point algorithm where that measured faster (2 ranks, one per core, 256 KiB up to 8 MiB).
+// Thresholds: docs/collectives.md, "Auto on one host".
+AllreduceAlgo select_one_host_allreduce(std::size_t bytes, int ranks, int cpus);
 // The point-to-point algorithm a call with `requested` runs when it does not run on shared memory:
 // requested if ring, tree or rhd; else the environment's (FTCC_ALLREDUCE_ALGO) if one of those;
 // else select_allreduce_algo.

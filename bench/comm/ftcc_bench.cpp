@@ -21,6 +21,7 @@
 // Inputs: rank r, element i: (r+1)(i mod 17 + 1) (sums exact in every dtype for the rank counts
 // used here); for prod 1 + (r+i) mod 2. Only rank 0 prints.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -184,6 +185,10 @@ struct Bench {
     if (algo != "auto") return algo;
     if (cfg.op == "allreduce" && !(comm.uses_shared_memory() && allreduce_wants_shm(AllreduceAlgo::automatic)))
       return "auto(" + std::string(to_string(resolve_allreduce_algo(AllreduceAlgo::automatic, bytes, n))) + ")";
+    if (cfg.op == "allreduce" && comm.shared_memory()->hosts() == 1 && !std::getenv("FTCC_ALLREDUCE_ALGO")) {
+      const auto pick = select_one_host_allreduce(bytes, n, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+      if (pick != AllreduceAlgo::shm) return "auto(" + std::string(to_string(pick)) + ")";
+    }
     if (!comm.uses_shared_memory() || (cfg.op == "alltoall" && comm.shared_memory()->hosts() > 1)) return "auto";
     // alltoallv: the counts through shared memory, the data too up to 64 KiB per rank
     if (cfg.op == "alltoall" && bytes / static_cast<std::size_t>(n) * static_cast<std::size_t>(n - 1) > kShmAlltoallBytes)

@@ -519,6 +519,22 @@ TEST(AutoSelection, PicksTheMeasuredAlgorithmOnEachSideOfEveryThreshold) {
     EXPECT_EQ(select_allreduce_algo(c.bytes, c.ranks), c.want) << c.bytes << " bytes on " << c.ranks << " ranks";
 }
 
+// On one host (docs/collectives.md "Auto on one host"): shm, except 2 ranks with a CPU each from
+// 256 KiB to 8 MiB (exclusive), where point-to-point measured faster.
+TEST(AutoSelection, OneHostTakesPointToPointOnlyWhereItMeasuredFaster) {
+  constexpr std::size_t KiB = 1024, MiB = 1024 * KiB;
+  EXPECT_EQ(select_one_host_allreduce(256 * KiB - 4, 2, 2), AllreduceAlgo::shm);
+  EXPECT_EQ(select_one_host_allreduce(256 * KiB, 2, 2), AllreduceAlgo::ring);
+  EXPECT_EQ(select_one_host_allreduce(512 * KiB - 4, 2, 16), AllreduceAlgo::ring);
+  EXPECT_EQ(select_one_host_allreduce(512 * KiB, 2, 2), AllreduceAlgo::rhd);
+  EXPECT_EQ(select_one_host_allreduce(8 * MiB - 4, 2, 2), AllreduceAlgo::rhd);
+  EXPECT_EQ(select_one_host_allreduce(8 * MiB, 2, 2), AllreduceAlgo::shm);
+  EXPECT_EQ(select_one_host_allreduce(1 * MiB, 2, 1), AllreduceAlgo::shm);  // 2 ranks on one CPU
+  for (int ranks : {3, 4, 8})
+    for (std::size_t b : {std::size_t{8}, 1 * MiB, 64 * MiB})
+      EXPECT_EQ(select_one_host_allreduce(b, ranks, 2), AllreduceAlgo::shm) << b << " bytes on " << ranks;
+}
+
 }  // namespace
 
 // Sub-groups (comm/subgroup_transport.hpp): 6 ranks as a grid of 2 rows x 3 columns. Rows and
