@@ -5,6 +5,11 @@
 // runner runs it with ftcc's own collectives (comm/collectives.hpp). Tensors that are not
 // contiguous host memory go through host staging.
 //
+// The member functions live by subject: process_group_ftcc.cpp (creation, the queue, the
+// collectives whose result is the same on every rank, point-to-point), process_group_rank_result.cpp
+// (reduce, gather, scatter, reduce_scatter, all_to_all), process_group_uneven.cpp,
+// process_group_monitored_barrier.cpp and process_group_reconfigure.cpp.
+//
 // Groups: the default group (init_process_group), and any group of some of its ranks (new_group,
 // split_group, a DeviceMesh's dimensions): each has its own communicator and runner, and ranks
 // outside a group never wait for it.
