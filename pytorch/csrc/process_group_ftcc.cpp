@@ -420,13 +420,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::allgather_into_tensor_coalesced
     }
     return at::cat(parts);
   };
-  k.commit = [outs](const at::Tensor& r) {
-    std::int64_t at = 0;
-    for (const auto& o : outs) {
-      write_result(o, r.narrow(0, at, bytes_of(o)).view(o.scalar_type()));
-      at += bytes_of(o);
-    }
-  };
+  k.commit = [outs](const at::Tensor& r) { write_split_bytes(outs, r); };
   return enqueue(OpType::COALESCED, std::move(k), outs);
 }
 

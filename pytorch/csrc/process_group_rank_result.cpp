@@ -9,6 +9,19 @@ namespace ftcc::torch_backend {
 
 using c10d::OpType;
 
+namespace {
+
+// gather and gather_into_tensor: every rank's input, in rank order, as one flat tensor on the root
+// (undefined elsewhere).
+at::Tensor gather_at_root(comm::Communicator& c, int root, const at::Tensor& in, comm::DType dt) {
+  at::Tensor i = host_input(in);
+  at::Tensor all = c.rank() == root ? host_empty(in, c.size() * in.numel()) : at::Tensor();
+  comm::gather(c, i.data_ptr(), all.defined() ? all.data_ptr() : nullptr, static_cast<std::size_t>(i.numel()), dt, root);
+  return all;
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   check_single(tensors, "reduce");
   check_root(static_cast<int>(opts.rootRank), "reduce");
@@ -63,16 +76,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::gather(std::vector<std::vector<
   OpTask k = task("gather", OpClass::rank_result, false, true);
   k.root_member = member_of(root, "gather");
   k.result_dtype = in.scalar_type();
-  k.compute = [in, dt](comm::Communicator& c, int r) {
-    at::Tensor i = host_input(in);
-    if (c.rank() != r) {
-      comm::gather(c, i.data_ptr(), nullptr, static_cast<std::size_t>(i.numel()), dt, r);
-      return at::Tensor();
-    }
-    at::Tensor all = host_empty(in, c.size() * in.numel());
-    comm::gather(c, i.data_ptr(), all.data_ptr(), static_cast<std::size_t>(i.numel()), dt, r);
-    return all;
-  };
+  k.compute = [in, dt](comm::Communicator& c, int r) { return gather_at_root(c, r, in, dt); };
   k.commit = [outs](const at::Tensor& r) {
     if (r.defined()) write_split(outs, r);
   };
@@ -97,16 +101,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::gather_into_tensor(at::Tensor& 
   OpTask k = task("gather_into_tensor", OpClass::rank_result, false, true);
   k.root_member = member_of(root, "gather_into_tensor");
   k.result_dtype = in.scalar_type();
-  k.compute = [in, dt](comm::Communicator& c, int r) {
-    at::Tensor i = host_input(in);
-    if (c.rank() != r) {
-      comm::gather(c, i.data_ptr(), nullptr, static_cast<std::size_t>(i.numel()), dt, r);
-      return at::Tensor();
-    }
-    at::Tensor all = host_empty(in, c.size() * in.numel());
-    comm::gather(c, i.data_ptr(), all.data_ptr(), static_cast<std::size_t>(i.numel()), dt, r);
-    return all;
-  };
+  k.compute = [in, dt](comm::Communicator& c, int r) { return gather_at_root(c, r, in, dt); };
   k.commit = [out](const at::Tensor& r) {
     if (r.defined()) write_result(out, r);
   };
@@ -237,13 +232,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::reduce_scatter_tensor_coalesced
     }
     return at::cat(parts);
   };
-  k.commit = [outs](const at::Tensor& r) {
-    std::int64_t at = 0;
-    for (const auto& o : outs) {
-      write_result(o, r.narrow(0, at, bytes_of(o)).view(o.scalar_type()));
-      at += bytes_of(o);
-    }
-  };
+  k.commit = [outs](const at::Tensor& r) { write_split_bytes(outs, r); };
   return enqueue(OpType::COALESCED, std::move(k), outs);
 }
 

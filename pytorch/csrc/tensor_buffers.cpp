@@ -122,6 +122,14 @@ void write_split(const std::vector<at::Tensor>& outs, const at::Tensor& flat) {
   }
 }
 
+void write_split_bytes(const std::vector<at::Tensor>& outs, const at::Tensor& bytes) {
+  std::int64_t at = 0;
+  for (const auto& o : outs) {
+    write_result(o, bytes.narrow(0, at, bytes_of(o)).view(o.scalar_type()));
+    at += bytes_of(o);
+  }
+}
+
 at::Tensor host_input(const at::Tensor& t) {
   if (t.device().is_cpu() && t.is_contiguous()) return t.reshape({-1});
   return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous().reshape({-1});

@@ -44,6 +44,9 @@ std::int64_t bytes_of(const at::Tensor& t);
 at::Tensor flat_cat(const std::vector<at::Tensor>& ts);
 // outs[0], outs[1], ... <- consecutive runs of a flat result, of their sizes.
 void write_split(const std::vector<at::Tensor>& outs, const at::Tensor& flat);
+// outs[0], outs[1], ... <- consecutive byte runs of a kByte result, each read as its tensor's dtype
+// (the coalesced collectives, whose tensors may differ in dtype).
+void write_split_bytes(const std::vector<at::Tensor>& outs, const at::Tensor& bytes);
 
 // The tensor's elements as one flat contiguous host tensor: t itself (a view) when it already is
 // contiguous host memory, else a copy (read when the operation runs, as the worker's order says).
