@@ -7,6 +7,7 @@
 
 #include "ftcc/recovery/heartbeat.hpp"
 #include "ftcc/recovery/job_outcome.hpp"
+#include "ftcc/recovery/process_state.hpp"
 
 namespace ftcc::recovery {
 
@@ -15,7 +16,7 @@ void fence_stopped_host_mates(const ResilientGroup& g, const std::string& what) 
   for (int r : g.pool_members()) {
     if (r == g.original_rank()) continue;
     const PeerAddress& p = g.peer(r);
-    if (p.pid <= 0 || p.host_id != me.host_id || !Heartbeat::process_stopped(p.pid, p.start_time)) continue;  // SIGSTOP, not a debugger
+    if (p.pid <= 0 || p.host_id != me.host_id || !process_stopped(p.pid, p.start_time)) continue;  // SIGSTOP, not a debugger
     ::kill(p.pid, SIGKILL);
     std::fprintf(stderr, "ftcc: rank %d (pid %d) was stopped while %s on rank %d: fenced (SIGKILL)\n", r, p.pid,
                  what.c_str(), g.original_rank());

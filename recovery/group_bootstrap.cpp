@@ -18,6 +18,7 @@
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/recovery/group_internals.hpp"
 #include "ftcc/recovery/heal_plan.hpp"
+#include "ftcc/recovery/process_state.hpp"
 #include "ftcc/recovery/mpi_failure_notice.hpp"
 #include "ftcc/recovery/mpi_ft_comm.hpp"
 #include "ftcc/recovery/resilient_group.hpp"
@@ -225,7 +226,7 @@ WirePeer ResilientGroup::create_heartbeat(bool single_host) {
     local.host = my_hostname();
     local.host_id = Heartbeat::host_identity();
     local.pid = static_cast<int>(getpid());
-    local.start_time = Heartbeat::process_start_time(local.pid);
+    local.start_time = process_start_time(local.pid);
   }
   local.rank = my_original_rank_;
   if (auto name = my_mpi_process_name()) {

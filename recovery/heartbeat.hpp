@@ -123,17 +123,6 @@ class Heartbeat {
 
   // Fresh random secret (getrandom); rank 0 makes it, the others receive it through MPI.
   static Secret random_secret();
-  // Start time of a live process (/proc/<pid>/stat field 22), 0 if unknown.
-  static std::uint64_t process_start_time(int pid);
-  // True when the process recorded as (pid, start_time) on this host is dead: the kernel says
-  // there is no such pid, another process has it, or it is a zombie. False when alive (stopped
-  // included) or when /proc cannot be read (that confirms nothing).
-  static bool process_gone(int pid, std::uint64_t start_time);
-  // True when that process is alive and stopped by a signal (SIGSTOP; state T, not a debugger's t).
-  static bool process_stopped(int pid, std::uint64_t start_time);
-  // process_gone, asked again every few milliseconds until it says yes or `deadline` passes: a
-  // process just sent SIGKILL (a fenced rank, SIGSTOPped or not) dies a moment later, not at once.
-  static bool wait_process_gone(int pid, std::uint64_t start_time, std::chrono::steady_clock::time_point deadline);
   // This host's identity, comm::host_identity() (comm/host_identity.hpp): "hostname/<hash of boot
   // id, pid and network namespaces>". Two ranks can fence each other (kill) only when it is equal.
   static std::string host_identity();

@@ -13,6 +13,7 @@
 #include "ftcc/comm/ulfm.hpp"
 #include "ftcc/recovery/group_internals.hpp"
 #include "ftcc/recovery/heal_plan.hpp"
+#include "ftcc/recovery/process_state.hpp"
 #include "ftcc/recovery/mpi_ft_comm.hpp"
 #include "ftcc/recovery/process_spawn.hpp"
 
@@ -28,7 +29,7 @@ ResilientGroup::ResilientGroup(MPI_Comm parent, GroupOptions options)
   if (!opt_.allow_without_ulfm) comm::require_ulfm("ResilientGroup (set GroupOptions::allow_without_ulfm to run without fault tolerance)");
   fault_tolerant_ = comm::has_ulfm();
   confirm_gone_ = [this](int r, Steady::time_point by) {
-    return Heartbeat::wait_process_gone(peer(r).pid, peer(r).start_time, by);
+    return wait_process_gone(peer(r).pid, peer(r).start_time, by);
   };
   detail::install_process_guards();
   if (spawner != MPI_COMM_NULL) {

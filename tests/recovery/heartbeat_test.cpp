@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "ftcc/recovery/heartbeat.hpp"
+#include "ftcc/recovery/process_state.hpp"
 
 namespace fr = ftcc::recovery;
 using namespace std::chrono_literals;
@@ -148,7 +149,7 @@ TEST(Heartbeat, FencesAStoppedProcessOnThisHost) {
   kid.host = parent.local_address().host;
   kid.host_id = parent.local_address().host_id;
   kid.pid = child;
-  kid.start_time = fr::Heartbeat::process_start_time(child);
+  kid.start_time = fr::process_start_time(child);
   ASSERT_NE(kid.start_time, 0u);
   std::atomic<bool> fenced{false};
   parent.set_on_suspect([&](const fr::Suspicion& s) {
@@ -352,7 +353,7 @@ TEST(Heartbeat, NeverFencesARecycledPid) {
   ghost.host = parent.local_address().host;
   ghost.host_id = parent.local_address().host_id;
   ghost.pid = getpid();  // would kill this test if the start-time guard were missing
-  ghost.start_time = fr::Heartbeat::process_start_time(getpid()) + 12345;
+  ghost.start_time = fr::process_start_time(getpid()) + 12345;
   std::atomic<bool> suspected{false}, fenced{false};
   parent.set_on_suspect([&](const fr::Suspicion& s) {
     suspected = true;
@@ -365,34 +366,3 @@ TEST(Heartbeat, NeverFencesARecycledPid) {
 }
 
 }  // namespace
-
-TEST(Heartbeat, ProcessGoneConfirmsOnlyDeaths) {
-  // The quorum rule of a recovery counts a lost rank as dead only when this is true.
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    for (;;) pause();
-  }
-  const auto start = fr::Heartbeat::process_start_time(child);
-  ASSERT_NE(start, 0u);
-  EXPECT_FALSE(fr::Heartbeat::process_gone(child, start)) << "running";
-  kill(child, SIGSTOP);
-  ASSERT_TRUE(wait_until([&] {
-    std::ifstream in("/proc/" + std::to_string(child) + "/stat");
-    std::string s;
-    std::getline(in, s);
-    return s.find(") T ") != std::string::npos;
-  }, 2000ms));
-  EXPECT_FALSE(fr::Heartbeat::process_gone(child, start)) << "stopped is alive (a hang, not a death)";
-  EXPECT_TRUE(fr::Heartbeat::process_gone(child, start + 1)) << "another process under the same pid";
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_FALSE(fr::Heartbeat::wait_process_gone(child, start, t0 + 50ms)) << "a stopped process does not die by waiting";
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, 50ms);
-  // Fencing: SIGKILL of a stopped process, confirmed at once (the process dies a moment later).
-  kill(child, SIGKILL);
-  ASSERT_TRUE(fr::Heartbeat::wait_process_gone(child, start, std::chrono::steady_clock::now() + 2000ms)) << "zombie";
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(fr::Heartbeat::process_gone(child, start)) << "reaped";
-  EXPECT_FALSE(fr::Heartbeat::process_gone(0, 0)) << "unknown pid confirms nothing";
-}
