@@ -217,11 +217,14 @@ WirePeer ResilientGroup::create_heartbeat(bool single_host) {
                     ? opt_.heartbeat_period
                     : std::clamp(opt_.hang_timeout / 8, std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
     ho.fence = opt_.fence;
-    heartbeat_ = std::make_unique<Heartbeat>(my_original_rank_, heartbeat_bind_address(single_host, env_), ho);
+    const std::string bind_ip = heartbeat_bind_address(single_host, env_);
+    detector_ = opt_.detector ? opt_.detector(my_original_rank_, bind_ip, ho)
+                              : std::make_unique<Heartbeat>(my_original_rank_, bind_ip, ho);
+    if (!detector_) throw InvalidArgument("GroupOptions::detector returned no detector (rank " + std::to_string(my_original_rank_) + ")");
   }
   PeerAddress local;
-  if (heartbeat_) {
-    local = heartbeat_->local_address();
+  if (detector_) {
+    local = detector_->local_address();
   } else {
     local.host = my_hostname();
     local.host_id = Heartbeat::host_identity();

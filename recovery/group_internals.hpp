@@ -256,7 +256,7 @@ auto ResilientGroup::guarded(const char* call, FaultPhase phase, F&& f) {
     }
   } disarm{deadline_.get()};
   injector_.in_phase(phase, static_cast<int>(seq));  // a stall here is this rank's, under the deadline
-  if (heartbeat_) heartbeat_->set_progress(seq);      // entered: peers stop waiting for us
+  if (detector_) detector_->set_progress(seq);      // entered: peers stop waiting for us
   return f();
 }
 

@@ -70,11 +70,11 @@ void install_process_guards() {
 }  // namespace detail
 
 void ResilientGroup::start_services() {
-  if (heartbeat_) {
+  if (detector_) {
     // This process's name by value: the callback runs on the heartbeat thread, and peers_ may
     // grow meanwhile (respawn).
     const MpiProcessName me{peer(my_original_rank_).mpi_nspace, peer(my_original_rank_).mpi_rank};
-    heartbeat_->set_on_suspect([this, me](const Suspicion& s) {
+    detector_->set_on_suspect([this, me](const Suspicion& s) {
       // Runs on the heartbeat thread: no MPI here but the PMIx event (recovery/mpi_failure_notice.hpp).
       const PeerAddress& p = s.peer;
       if (s.reported_by == my_original_rank_ && s.silent_s > 0) {
@@ -97,21 +97,21 @@ void ResilientGroup::start_services() {
                                   : "suspected (a rank on its host fences it; if none can, the others go on without it)",
                    told_mpi ? "; failed in MPI" : "");
     });
-    heartbeat_->set_on_excluded([this](int by) {
+    detector_->set_on_excluded([this](int by) {
       // The others suspected this rank (it was stopped, hung or cut off) and went on without it:
       // it must not take part in anything again. Self-fencing, as a rank on its host would do.
       leave_excluded("excluded by the survivors (rank " + std::to_string(by) + " lists it as suspected): self-fenced (SIGKILL)");
     });
     std::vector<PeerAddress> alive;  // a new process is handed the lost ones too
     for (int r : pool_members()) alive.push_back(peers_.at(static_cast<size_t>(r)));
-    heartbeat_->start(alive, secret_, job_id_);
+    detector_->start(alive, secret_, job_id_);
   }
   job_record::started(my_original_rank_);
   const double ulfm_s = detail::ulfm_timeout_of(opt_.ulfm_timeout_s, env_);
   if (ulfm_s > 0)
     deadline_ = std::make_unique<CallDeadline>(
         std::chrono::milliseconds(static_cast<long long>(ulfm_s * 1000)), my_original_rank_,
-        [this](std::uint64_t seq) { return heartbeat_ ? heartbeat_->peer_behind(static_cast<std::uint32_t>(seq)) : -1; },
+        [this](std::uint64_t seq) { return detector_ ? detector_->peer_behind(static_cast<std::uint32_t>(seq)) : -1; },
         std::function<void(const std::string&)>{}, [this] { fence_stopped_host_mates(*this, "a ULFM call passed its deadline"); });
   if (opt_.progress_timeout.count() > 0)
     watchdog_ = std::make_unique<ProgressWatchdog>(
@@ -131,6 +131,6 @@ void ResilientGroup::leave_excluded(const std::string& why) {
   std::abort();  // not reached: SIGKILL cannot be caught
 }
 
-const HeartbeatStats ResilientGroup::heartbeat_stats() const { return heartbeat_ ? heartbeat_->stats() : HeartbeatStats{}; }
+const HeartbeatStats ResilientGroup::heartbeat_stats() const { return detector_ ? detector_->stats() : HeartbeatStats{}; }
 
 }  // namespace ftcc::recovery

@@ -45,81 +45,40 @@
 #include <string>
 #include <vector>
 
+#include "ftcc/recovery/failure_detector.hpp"
+
 namespace ftcc::recovery {
 
-using Secret = std::array<std::uint8_t, 32>;
-
-// Where a rank can be reached and how it is identified for fencing.
-struct PeerAddress {
-  int rank = -1;             // rank in the job's original numbering
-  std::string host;          // hostname (for messages)
-  std::string host_id;       // Heartbeat::host_identity() of its host (for fencing and the quorum)
-  std::string ip;            // address its heartbeat socket is bound to
-  std::uint16_t port = 0;
-  int pid = 0;
-  std::uint64_t start_time = 0;  // /proc/<pid>/stat field 22 (clock ticks since boot)
-  std::string mpi_nspace;        // its name in the MPI runtime (recovery/mpi_failure_notice.hpp)
-  std::uint32_t mpi_rank = 0;
-};
-
-struct HeartbeatOptions {
-  std::chrono::milliseconds period{250};
-  std::chrono::milliseconds timeout{30000};
-  bool fence = true;
-  int fanout = 2;  // hosts watched on either side of the ring (recovery/heartbeat_topology.hpp)
-  std::string host_id;  // empty: host_identity(); tests set it to simulate hosts in one process
-};
-
-struct HeartbeatStats {
-  std::uint64_t sent = 0, accepted = 0, rejected = 0;
-  std::uint64_t suspected = 0;  // ranks this rank learned to suspect (its own finding or news)
-  std::uint64_t detected = 0;   // of which this rank found silent itself
-  std::uint64_t fenced = 0;     // processes this rank SIGKILLed
-  std::uint64_t excluded_replies = 0;  // replies to suspected ranks that spoke again
-  std::uint64_t stalls = 0;     // times this process's heartbeat thread was found to have stalled
-};
-
-// A suspicion: which peer, how long this rank had not heard it, whether this rank fenced it, and
-// who found it silent (this rank, or the rank whose news told it).
-struct Suspicion {
-  PeerAddress peer;
-  double silent_s = 0;
-  bool fenced_by_me = false;
-  int reported_by = -1;
-};
-using SuspectCallback = std::function<void(const Suspicion&)>;
-// This rank was excluded: `by` listed it as suspected (called once, on the heartbeat thread).
-using ExcludedCallback = std::function<void(int by)>;
-
-class Heartbeat {
+// The detector of real jobs (recovery/failure_detector.hpp states the contract every detector keeps).
+class Heartbeat final : public FailureDetector {
  public:
   // Opens the socket on bind_ip (port chosen by the OS). Nothing is sent before start().
   Heartbeat(int my_rank, const std::string& bind_ip, HeartbeatOptions options);
-  ~Heartbeat();
+  ~Heartbeat() override;
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
 
   // This rank's address, to be exchanged with every peer before start().
-  PeerAddress local_address() const;
+  PeerAddress local_address() const override;
   // Starts the thread: heartbeats to and watches every peer but self.
-  void start(const std::vector<PeerAddress>& peers, const Secret& secret, std::uint64_t job_id);
-  void stop();
+  void start(const std::vector<PeerAddress>& peers, const Secret& secret, std::uint64_t job_id) override;
+  void stop() override;
   // A rank known to have failed (or excluded by the recovery): suspected from now on, quietly
   // (no on_suspect); its news spreads with the next heartbeats.
-  void remove(int rank);
+  void remove(int rank) override;
   // Start watching (and heartbeating to) a process that joined the job (recovery/respawn.cpp).
-  void add(const PeerAddress& peer);
-  void set_on_suspect(SuspectCallback cb);
-  void set_on_excluded(ExcludedCallback cb);
+  void add(const PeerAddress& peer) override;
+  void set_on_suspect(SuspectCallback cb) override;
+  void set_on_excluded(ExcludedCallback cb) override;
   // Ranks suspected so far (monotone).
-  std::vector<int> suspected() const;
+  std::vector<int> suspected() const override;
   // Progress carried by every heartbeat: the number of ULFM calls this rank has entered
   // (recovery/call_deadline.hpp). peer_behind(n) is an unsuspected rank that, as far as this
   // rank knows, has entered fewer than n (speakers gather their host's counts and the other
   // hosts' minima; a few periods stale at most), or -1.
-  void set_progress(std::uint32_t entered_calls);
-  int peer_behind(std::uint32_t entered_calls) const;
-  HeartbeatStats stats() const;
+  void set_progress(std::uint32_t entered_calls) override;
+  int peer_behind(std::uint32_t entered_calls) const override;
+  HeartbeatStats stats() const override;
 
   // Fresh random secret (getrandom); rank 0 makes it, the others receive it through MPI.
   static Secret random_secret();

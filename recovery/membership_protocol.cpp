@@ -57,7 +57,7 @@ bool ResilientGroup::wait_as_spare() {
     // as having entered it; no deadline: a spare may wait here for the whole run.
     injector_.spare_wait(spare_waits_++);
     const std::uint32_t seq = ++ulfm_calls_;
-    if (heartbeat_) heartbeat_->set_progress(seq);
+    if (detector_) detector_->set_progress(seq);
     const auto a = pool_->agree_polled(kDone | kJobOver, [this] {
       if (watchdog_) watchdog_->kick();
     });
@@ -228,7 +228,7 @@ void ResilientGroup::describe_new_group(const std::vector<int>& before, const Ag
   for (int r : ev.failed) {
     const PeerAddress& p = peer(r);
     ev.culprits.push_back("rank " + std::to_string(r) + " on host " + p.host + " pid " + std::to_string(p.pid));
-    if (heartbeat_) heartbeat_->remove(r);
+    if (detector_) detector_->remove(r);
   }
   clock.first_notice_ns = table.notice_ns(0);
   for (int i = 0; i < table.rows(); ++i) clock.first_notice_ns = std::min(clock.first_notice_ns, table.notice_ns(i));

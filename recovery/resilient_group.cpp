@@ -87,7 +87,7 @@ PeerAddress ResilientGroup::simulated_address(int original_rank) const {
 ResilientGroup::~ResilientGroup() {
   watchdog_.reset();
   deadline_.reset();
-  if (heartbeat_) heartbeat_->stop();
+  if (detector_) detector_->stop();
   // Not after QuorumLost: the scratch folder is per job and host, and the majority that goes on
   // may share this host's /tmp (simulated hosts do).
   // Nor after Superseded: the job that went on without this process still uses it.

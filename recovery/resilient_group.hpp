@@ -122,6 +122,9 @@ struct GroupOptions {
   std::chrono::milliseconds hang_timeout{30000};
   // Heartbeat period; 0 = hang_timeout / 8, clamped to [20 ms, 1 s].
   std::chrono::milliseconds heartbeat_period{0};
+  // What finds silent ranks when hang_timeout > 0 (recovery/failure_detector.hpp): empty = the UDP
+  // heartbeat (recovery/heartbeat.hpp); a test or an embedding program may hand its own.
+  DetectorFactory detector;
   bool fence = true;
   // Deadline of each communication wait (0 = comm's default, FTCC_COMM_TIMEOUT_S or 300 s).
   double comm_timeout_s = 0;
@@ -368,7 +371,7 @@ class ResilientGroup {
   mutable bool superseded_ = false;            // a Superseded was thrown here (see the destructor)
   GenerationFence fence_{job_record::dir()};  // the job's current group on disk
   FaultInjector injector_;
-  std::unique_ptr<Heartbeat> heartbeat_;
+  std::unique_ptr<FailureDetector> detector_;  // the heartbeat, or GroupOptions::detector's
   std::vector<Hook> hooks_;
   std::vector<RecoveryEvent> events_;
   std::optional<PendingError> pending_error_;

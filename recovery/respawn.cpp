@@ -116,7 +116,7 @@ bool ResilientGroup::respawn(int k, RecoveryClock& clock, RecoveryEvent& ev, con
     slots_.push_back(kSpare);
     pool_members_.push_back(p.rank);
     ev.respawned.push_back(p.rank);
-    if (heartbeat_) heartbeat_->add(p);
+    if (detector_) detector_->add(p);
   }
   pool_ = std::move(m);
   return true;

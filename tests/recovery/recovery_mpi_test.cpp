@@ -12,12 +12,15 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <memory>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "ftcc/comm/collectives.hpp"
 #include "ftcc/comm/ulfm.hpp"
+#include "ftcc/recovery/heartbeat.hpp"
+#include "ftcc/recovery/process_state.hpp"
 #include "ftcc/recovery/resilient_group.hpp"
 
 namespace fr = ftcc::recovery;
@@ -284,3 +287,84 @@ TEST(Ulfm, ShrinkAndTranslateNamesTheLost) {
 }
 
 }  // namespace
+
+// The failure detector is a seam (GroupOptions::detector, recovery/failure_detector.hpp): a
+// scripted detector stands in for the UDP heartbeat. Rank 2's detector reports the rank excluded
+// at step 3, as the heartbeat does when a peer lists it as suspected: the group stops the process
+// (self-fencing, a real SIGKILL). The others recover through ULFM and tell their detector the rank
+// failed (remove), publish their progress into it, and report its statistics.
+class ScriptedDetector final : public fr::FailureDetector {
+ public:
+  explicit ScriptedDetector(int rank) {
+    local_.rank = rank;
+    local_.host = "scripted";
+    local_.host_id = fr::Heartbeat::host_identity();
+    local_.pid = static_cast<int>(getpid());
+    local_.start_time = fr::process_start_time(local_.pid);
+  }
+  fr::PeerAddress local_address() const override { return local_; }
+  void start(const std::vector<fr::PeerAddress>& peers, const fr::Secret&, std::uint64_t) override {
+    started_with = static_cast<int>(peers.size());
+  }
+  void stop() override { stopped = true; }
+  void remove(int rank) override { removed.push_back(rank); }
+  void add(const fr::PeerAddress&) override {}
+  void set_on_suspect(fr::SuspectCallback cb) override { on_suspect = std::move(cb); }
+  void set_on_excluded(fr::ExcludedCallback cb) override { on_excluded = std::move(cb); }
+  std::vector<int> suspected() const override { return removed; }
+  void set_progress(std::uint32_t entered) override { progress = std::max(progress, entered); }
+  int peer_behind(std::uint32_t) const override { return -1; }
+  fr::HeartbeatStats stats() const override {
+    fr::HeartbeatStats st;
+    st.sent = 4242;
+    return st;
+  }
+
+  int started_with = -1;
+  bool stopped = false;
+  std::vector<int> removed;
+  std::uint32_t progress = 0;
+  fr::SuspectCallback on_suspect;
+  fr::ExcludedCallback on_excluded;
+
+ private:
+  fr::PeerAddress local_;
+};
+
+TEST(Recovery, DetectorSwappedIn) {
+  ASSERT_EQ(world_size(), 4);
+  static ScriptedDetector* mine = nullptr;  // the group owns it; this process has one group
+  fr::GroupOptions opt;
+  opt.hang_timeout = 5000ms;
+  opt.comm_timeout_s = 60;
+  opt.detector = [](int rank, const std::string&, const fr::HeartbeatOptions& ho) {
+    EXPECT_EQ(ho.timeout, 5000ms);
+    auto d = std::make_unique<ScriptedDetector>(rank);
+    mine = d.get();
+    return d;
+  };
+  fr::ResilientGroup g(MPI_COMM_WORLD, opt);
+  ASSERT_NE(mine, nullptr);
+  EXPECT_EQ(mine->started_with, 4) << "started with every rank's address";
+  ASSERT_TRUE(mine->on_suspect && mine->on_excluded) << "the group listens to its detector";
+  EXPECT_EQ(g.peer(g.original_rank()).host, "scripted") << "the group's own address is the detector's";
+  std::vector<double> buf(257);
+  for (int step = 0; step < 8; ++step) {
+    g.begin_step(step);
+    if (step == 3 && g.original_rank() == 2) mine->on_excluded(0);  // does not return: SIGKILL
+    g.run(step, [&](fc::Communicator& c) {
+      std::fill(buf.begin(), buf.end(), g.original_rank() + 1.0);
+      fc::allreduce(c, fc::kInPlace, buf.data(), buf.size(), fc::DType::f64, fc::ReduceOp::sum);
+      double want = 0;
+      for (int r : g.members()) want += r + 1.0;
+      ASSERT_EQ(buf[0], want) << "step " << step;
+    });
+    g.set_committed_step(step);
+  }
+  while (!g.all_finished()) {
+  }
+  EXPECT_EQ(all_failed(Outcome{g.size(), 0, g.events(), 0}), std::vector<int>{2});
+  EXPECT_EQ(mine->removed, std::vector<int>{2}) << "told the rank failed, once";
+  EXPECT_GT(mine->progress, 0u) << "the ULFM calls entered are published to the detector";
+  EXPECT_EQ(g.heartbeat_stats().sent, 4242u) << "the statistics are the detector's";
+}
