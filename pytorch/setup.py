@@ -90,7 +90,7 @@ ext = CppExtension(
              ("module.cpp", "process_group_ftcc.cpp", "ftcc_work.cpp", "runtime.cpp", "group_runner.cpp",
               "failure_verdict.cpp", "ddp_mean_hook.cpp", "rank_failure.cpp", "tensor_buffers.cpp",
               "process_group_reconfigure.cpp", "process_group_monitored_barrier.cpp", "runtime_reconfigure.cpp",
-              "process_group_uneven.cpp", "process_group_rank_result.cpp")],
+              "process_group_uneven.cpp", "process_group_rank_result.cpp", "host_block_pool.cpp")],
     include_dirs=[os.path.join(build, "include"), build] + mpi_incdirs,
     extra_objects=libs,
     extra_compile_args=["-std=c++20", "-O2", "-Wno-unused-parameter"],

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "host_block_pool.hpp"
 #include "ddp_mean_hook.hpp"
 #include "process_group_ftcc.hpp"
 #include "runtime.hpp"
@@ -85,6 +86,11 @@ PYBIND11_MODULE(_C, m) {
       py::arg("rank"), py::arg("size"), py::arg("timeout_s"), py::arg("group_name"), py::arg("global_ranks"),
       py::call_guard<py::gil_scoped_release>());
   m.def("started", [] { return Runtime::existing() != nullptr; });
+  // The result blocks kept for reuse (host_block_pool.hpp): (free blocks, free bytes), for the tests.
+  m.def("host_block_pool_state", [] {
+    const auto s = ftcc::torch_backend::host_block_pool_state();
+    return py::make_tuple(s.free_blocks, s.free_bytes);
+  });
   m.def("settings_error", [] { return Runtime::settings_error(); });
   m.def("original_rank", [] {
     Runtime* rt = Runtime::existing();

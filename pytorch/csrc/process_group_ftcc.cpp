@@ -47,7 +47,7 @@ OpTask::Poll poll_request(comm::Communicator& c, comm::P2PRequest req, const cha
 at::Tensor reduce_into_new(comm::Communicator& c, at::Tensor in, comm::ReduceOp op, bool avg, double factor,
                            comm::DType dt) {
   if (factor != 1.0) in = in.mul(factor);
-  at::Tensor out = at::empty_like(in);
+  at::Tensor out = host_empty(in, in.numel());
   comm::allreduce(c, in.data_ptr(), out.data_ptr(), static_cast<std::size_t>(in.numel()), dt, op);
   if (avg) out.div_(c.size());
   return out;

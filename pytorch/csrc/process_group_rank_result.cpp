@@ -41,7 +41,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFtcc::reduce(std::vector<at::Tensor>&
       comm::reduce(c, in.data_ptr(), nullptr, static_cast<std::size_t>(in.numel()), dt, op, root);
       return at::Tensor();
     }
-    at::Tensor out = at::empty_like(in);
+    at::Tensor out = host_empty(in, in.numel());
     comm::reduce(c, in.data_ptr(), out.data_ptr(), static_cast<std::size_t>(in.numel()), dt, op, root);
     if (avg) out.div_(c.size());
     return out;

@@ -1,5 +1,7 @@
 #include "tensor_buffers.hpp"
 
+#include "host_block_pool.hpp"
+
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
@@ -142,9 +144,7 @@ void write_result(const at::Tensor& dst, const at::Tensor& flat) {
   sync_current_streams({dst});
 }
 
-at::Tensor host_empty(const at::Tensor& like, std::int64_t n) {
-  return at::empty({n}, like.options().device(at::kCPU).layout(at::kStrided));
-}
+at::Tensor host_empty(const at::Tensor& like, std::int64_t n) { return pooled_host_empty(like.scalar_type(), n); }
 
 HostBuffer::HostBuffer(const at::Tensor& t, bool copy_in) : user(t) {
   if (t.device().is_cpu() && t.is_contiguous()) {

@@ -53,7 +53,7 @@ void write_split_bytes(const std::vector<at::Tensor>& outs, const at::Tensor& by
 at::Tensor host_input(const at::Tensor& t);
 // dst <- a flat result of dst.numel() elements (any device, any layout; CUDA: synchronized after).
 void write_result(const at::Tensor& dst, const at::Tensor& flat);
-// A flat host tensor of n elements of t's dtype.
+// A flat host tensor of n elements of t's dtype (from 1 MiB, a block of host_block_pool.hpp).
 at::Tensor host_empty(const at::Tensor& like, std::int64_t n);
 
 // A contiguous host view of a tensor for the duration of one operation.

@@ -279,6 +279,33 @@ say(all(torch.equal(o, torch.cat(gathered(t))) for o, t in zip(outs, ts)), "all_
 dist.barrier()
 say(True, "barrier")
 
+# Results of 1 MiB and more come from reused blocks (pytorch/csrc/host_block_pool.hpp): each call
+# twice over, with other data the second time, so a block handed out again with part of an older
+# result left in it shows up; integer-valued floats, so every sum is exact whatever the order.
+big = n * ((1 << 18) // n + 3)  # 1 MiB of float32 and a little more, a multiple of n
+for rep in range(2):
+    x = torch.arange(big, dtype=torch.float32).remainder(97 + rep) + rank + rep
+    want = torch.arange(big, dtype=torch.float32).remainder(97 + rep) * n + n * (n - 1) / 2 + n * rep
+    y = x.clone()
+    dist.all_reduce(y)
+    say(torch.equal(y, want), f"all_reduce of {big * 4} B (a pooled result block), pass {rep + 1}")
+    out = torch.empty(big // n)
+    dist.reduce_scatter_tensor(out, x)
+    say(torch.equal(out, want.chunk(n)[rank]), f"reduce_scatter_tensor of {big * 4} B, pass {rep + 1}")
+    flat = torch.empty(n * big)
+    dist.all_gather_into_tensor(flat, x)
+    say(all(torch.equal(c, x - rank + p) for p, c in enumerate(flat.chunk(n))), f"all_gather_into_tensor of {n} x {big * 4} B, pass {rep + 1}")
+    r = x.clone()
+    dist.reduce(r, dst=rep % n)
+    say(rank != rep % n or torch.equal(r, want), f"reduce of {big * 4} B to rank {rep % n}, pass {rep + 1}")
+# Each rank keeps at most 8 free blocks (512 MiB); a result still held for the other survivors
+# (op_task.hpp) is not free yet, so only the job as a whole must show one kept.
+blocks, held = ftcc_torch._C.host_block_pool_state()
+say(blocks <= 8 and held <= 512 << 20, f"result blocks kept for reuse on rank {rank}: {blocks} ({held} B; at most 8 and 512 MiB)")
+kept = torch.tensor([blocks])
+dist.all_reduce(kept, group=gloo)
+say(int(kept) >= 1, f"result blocks kept for reuse in the job: {int(kept)} (at least 1)")
+
 # bad use: one clear error each, and the group still works afterwards
 def refuses(fn, kinds, words, what):
     try:
