@@ -87,7 +87,7 @@ with open(os.path.join(here, "ftcc_torch", "_checkout.py"), "w") as f:
 ext = CppExtension(
     "ftcc_torch._C",
     sources=[os.path.join("csrc", f) for f in
-             ("module.cpp", "process_group_ftcc.cpp", "ftcc_work.cpp", "runtime.cpp", "group_runner.cpp",
+             ("module.cpp", "process_group_ftcc.cpp", "ftcc_work.cpp", "runtime.cpp", "group_runner.cpp", "group_runner_reconcile.cpp",
               "failure_verdict.cpp", "ddp_mean_hook.cpp", "rank_failure.cpp", "tensor_buffers.cpp",
               "process_group_reconfigure.cpp", "process_group_monitored_barrier.cpp", "runtime_reconfigure.cpp",
               "process_group_uneven.cpp", "process_group_rank_result.cpp", "host_block_pool.cpp")],

@@ -63,4 +63,10 @@ struct OpTask {
   bool ddp_last = false;
 };
 
+// An adopted result arrives as bytes: the call's own dtype again (a call with no result: none).
+inline at::Tensor adopted_result(const OpTask& t, const at::Tensor& bytes) {
+  if (!bytes.defined() || bytes.numel() == 0) return at::Tensor();
+  return bytes.view(t.result_dtype);
+}
+
 }  // namespace ftcc::torch_backend

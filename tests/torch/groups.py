@@ -39,7 +39,12 @@ def case_fault_free():
 def case_kill_rank2():
     job = Job(4, [PY, PROG], env={"STEPS": "1500"})
     pid = pid_of(job.dir, 2)
-    time.sleep(4)
+    # Inside the loop, once every group is built (a fixed delay from start missed it on a loaded
+    # machine): 1 s of the loop's 15 s after rank 2 says it started it.
+    end = time.time() + 120
+    while time.time() < end and "rank 2: loop started" not in open(job.log.name).read():
+        time.sleep(0.05)
+    time.sleep(1)
     os.kill(pid, signal.SIGKILL)
     rc = job.wait(timeout=240)
     res = results(job)

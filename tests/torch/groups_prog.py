@@ -43,6 +43,8 @@ checks["mesh_replicate_members"] = [int(v) for v in g] == [r % 2, r % 2 + 2]
 ftcc_torch.set_transparent(True, rep)
 
 shard_failure = None
+if int(os.environ.get("STEPS", "0")):
+    print(f"rank {r}: loop started", flush=True)  # what tests/torch/groups.py waits for before its kill
 for step in range(int(os.environ.get("STEPS", "0"))):
     if shard_failure is None:
         try:
